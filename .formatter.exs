@@ -1,0 +1,4 @@
+[
+  inputs: ["mix.exs", "config/*.exs"],
+  subdirectories: ["apps/*"]
+]

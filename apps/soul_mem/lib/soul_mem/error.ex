@@ -1,0 +1,47 @@
+defmodule SoulMem.Error do
+  @moduledoc """
+  The error of every failing `SoulMem` operation.
+
+  `reason` is a stable atom to match on; `message` is for people. Reasons
+  reported by the native graph store:
+
+    * `:invalid_json` — not JSON, or not Graph JSON (wrong shape, unknown tag)
+    * `:duplicate_id` — two nodes share an id
+    * `:missing_link_target` — a link names a node that does not exist
+    * `:invalid_value` — a field has a value outside its domain
+    * `:invalid_timestamp` — a timestamp that cannot be parsed
+    * `:too_large` — the input exceeds `:max_bytes`
+    * `:not_utf8` — the input is not valid UTF-8
+    * `:io` — the file cannot be read
+    * `:not_found` — no note with that id
+    * `:poisoned` — an earlier panic left the graph in an unknown state
+  """
+
+  defexception [:reason, :message]
+
+  @type reason ::
+          :invalid_json
+          | :duplicate_id
+          | :missing_link_target
+          | :invalid_value
+          | :invalid_timestamp
+          | :too_large
+          | :not_utf8
+          | :io
+          | :not_found
+          | :poisoned
+          | atom()
+
+  @type t :: %__MODULE__{reason: reason(), message: String.t()}
+
+  @doc """
+  Builds an error from a `reason` atom and a message.
+  """
+  @spec new(reason(), String.t()) :: t()
+  def new(reason, message) when is_atom(reason) and is_binary(message) do
+    %__MODULE__{reason: reason, message: message}
+  end
+
+  @impl true
+  def message(%__MODULE__{reason: reason, message: message}), do: "#{reason}: #{message}"
+end

@@ -1,0 +1,91 @@
+defmodule SoulMem.JSON do
+  @moduledoc """
+  JSON encoding and decoding over Debian's `:jiffy` (the one JSON library of
+  the project; there is no Hex).
+
+  Conventions, in both directions:
+
+    * objects decode to maps with string keys;
+    * `nil` encodes as `null` and `null` decodes as `nil`;
+    * atoms (keys or values) other than `nil`, `true` and `false` encode as
+      strings;
+    * encoding returns one binary, never iodata;
+    * the non-bang functions never raise: every failure is `{:error, reason}`.
+  """
+
+  @typedoc "A failure: `{kind, detail}`, e.g. `{:invalid_json, 3}` (byte offset)."
+  @type error :: {atom(), term()}
+
+  @decode_opts [:return_maps, :use_nil, :dedupe_keys]
+  @encode_opts [:use_nil]
+
+  @doc """
+  Encodes `term` as a JSON binary.
+
+  Returns `{:error, {kind, detail}}` for terms JSON cannot express (tuples,
+  pids, non-UTF-8 binaries, non-string map keys other than atoms).
+  """
+  @spec encode(term()) :: {:ok, binary()} | {:error, error()}
+  def encode(term) do
+    {:ok, IO.iodata_to_binary(:jiffy.encode(term, @encode_opts))}
+  catch
+    kind, reason -> {:error, normalize(kind, reason, :invalid_value)}
+  end
+
+  @doc """
+  Encodes `term` as a JSON binary, raising `SoulMem.Error` (reason
+  `:invalid_value`) when it cannot.
+  """
+  @spec encode!(term()) :: binary()
+  def encode!(term) do
+    case encode(term) do
+      {:ok, json} -> json
+      {:error, {kind, detail}} -> raise SoulMem.Error.new(:invalid_value, describe(kind, detail))
+    end
+  end
+
+  @doc """
+  Decodes a JSON binary (or iodata).
+
+  Returns `{:error, {reason, byte_offset}}` for malformed input, for example
+  `{:error, {:invalid_json, 1}}`.
+  """
+  @spec decode(iodata()) :: {:ok, term()} | {:error, error()}
+  def decode(json) do
+    {:ok, :jiffy.decode(IO.iodata_to_binary(json), @decode_opts)}
+  catch
+    kind, reason -> {:error, normalize(kind, reason, :invalid_json)}
+  end
+
+  @doc """
+  Decodes a JSON binary (or iodata), raising `SoulMem.Error` (reason
+  `:invalid_json`) when it is malformed.
+  """
+  @spec decode!(iodata()) :: term()
+  def decode!(json) do
+    case decode(json) do
+      {:ok, term} ->
+        term
+
+      {:error, {kind, offset}} when is_integer(offset) ->
+        raise SoulMem.Error.new(:invalid_json, "#{kind} at byte #{offset}")
+
+      {:error, {kind, detail}} ->
+        raise SoulMem.Error.new(:invalid_json, describe(kind, detail))
+    end
+  end
+
+  # jiffy's decode errors are {Position, Reason}; its encode errors are
+  # {Reason, Term}. Anything else (badarg on non-iodata input, ...) becomes
+  # {fallback, reason}.
+  defp normalize(:error, {position, reason}, _fallback)
+       when is_integer(position) and is_atom(reason),
+       do: {reason, position}
+
+  defp normalize(:error, {reason, detail}, _fallback) when is_atom(reason),
+    do: {reason, detail}
+
+  defp normalize(_kind, reason, fallback), do: {fallback, reason}
+
+  defp describe(kind, detail), do: "#{kind}: #{inspect(detail, limit: 10)}"
+end

@@ -1,0 +1,210 @@
+defmodule SoulMem.Memory do
+  @moduledoc """
+  One character's memory graph, held by the native graph store.
+
+  A `%SoulMem.Memory{}` wraps a handle to a graph that lives in Rust. The
+  graph is freed when the last reference to the handle is garbage collected;
+  there is nothing to close.
+
+      {:ok, memory} = SoulMem.Memory.import_file("demo", "fixtures/characters/demo.json")
+      SoulMem.Memory.stats(memory).nodes
+      {:ok, note} = SoulMem.Memory.get_note(memory, "sem_self")
+
+  Failures are `{:error, %SoulMem.Error{}}`; the `!` variants raise it.
+  """
+
+  alias SoulMem.{Error, JSON, Native}
+
+  @enforce_keys [:ref, :character]
+  defstruct [:ref, :character]
+
+  @type t :: %__MODULE__{ref: reference(), character: String.t()}
+
+  @typedoc "A note id: its readable id (`\"sem_self\"`) or its UUID string."
+  @type note_id :: String.t()
+
+  @type stats :: %{
+          character: String.t(),
+          nodes: non_neg_integer(),
+          links: non_neg_integer(),
+          pending_links: non_neg_integer(),
+          nodes_by_kind: %{
+            semantic: non_neg_integer(),
+            specific_situation: non_neg_integer(),
+            abstract_situation: non_neg_integer(),
+            procedure: non_neg_integer()
+          },
+          links_by_kind: %{
+            sem: non_neg_integer(),
+            proc: non_neg_integer(),
+            abstract_to_specific: non_neg_integer(),
+            specific_to_abstract: non_neg_integer()
+          }
+        }
+
+  @typedoc """
+  Import options:
+
+    * `:complete` (boolean, default `true`) — the input is a whole graph:
+      every link must name a node of the input. With `false` the input may be
+      partial and unresolved links are kept as pending links.
+    * `:max_bytes` (non-negative integer, default `50_000_000`) — inputs
+      larger than this fail with reason `:too_large`.
+  """
+  @type import_opts :: [complete: boolean(), max_bytes: non_neg_integer()]
+
+  @import_defaults [complete: true, max_bytes: 50_000_000]
+
+  @doc """
+  Creates an empty memory graph for `character`.
+  """
+  @spec new(String.t()) :: t()
+  def new(character) when is_binary(character) do
+    %__MODULE__{ref: Native.graph_new(character), character: character}
+  end
+
+  @doc """
+  Imports `character`'s graph from a Graph JSON binary (an array of
+  `{id, tags, mem_type, mem_links}` nodes).
+
+  See `t:import_opts/0` for the options; an unknown option or an option of the
+  wrong type raises `ArgumentError`.
+  """
+  @spec import_json(String.t(), binary(), import_opts()) :: {:ok, t()} | {:error, Error.t()}
+  def import_json(character, json, opts \\ []) when is_binary(character) and is_binary(json) do
+    {complete, max_bytes} = import_options!(opts)
+
+    character
+    |> Native.graph_import_json(json, complete, max_bytes)
+    |> wrap_graph(character)
+  end
+
+  @doc """
+  Like `import_json/3`, but returns the memory or raises `SoulMem.Error`.
+  """
+  @spec import_json!(String.t(), binary(), import_opts()) :: t()
+  def import_json!(character, json, opts \\ []), do: unwrap!(import_json(character, json, opts))
+
+  @doc """
+  Imports `character`'s graph from a Graph JSON file.
+
+  The file is read by the native store (on a dirty I/O scheduler); a file that
+  cannot be read fails with reason `:io`. Options as in `import_json/3`.
+  """
+  @spec import_file(String.t(), Path.t(), import_opts()) :: {:ok, t()} | {:error, Error.t()}
+  def import_file(character, path, opts \\ []) when is_binary(character) do
+    {complete, max_bytes} = import_options!(opts)
+    path = IO.chardata_to_string(path)
+
+    character
+    |> Native.graph_import_file(path, complete, max_bytes)
+    |> wrap_graph(character)
+  end
+
+  @doc """
+  Like `import_file/3`, but returns the memory or raises `SoulMem.Error`.
+  """
+  @spec import_file!(String.t(), Path.t(), import_opts()) :: t()
+  def import_file!(character, path, opts \\ []), do: unwrap!(import_file(character, path, opts))
+
+  @doc """
+  Counts of the graph: nodes and links, in total and by kind, and the links
+  still pending (their target is not in the graph yet).
+  """
+  @spec stats(t()) :: stats()
+  def stats(%__MODULE__{ref: ref}), do: Native.graph_stats(ref)
+
+  @doc """
+  Fetches one note by readable id or UUID.
+
+  The note is a map with string keys, in Graph JSON shape (`"id"`, `"tags"`,
+  `"mem_type"`, `"mem_links"`) plus `"uuid"`, `"retrieval_count"`,
+  `"create_time"` and `"last_accessed_time"`. An unknown id fails with reason
+  `:not_found`.
+  """
+  @spec get_note(t(), note_id()) :: {:ok, map()} | {:error, Error.t()}
+  def get_note(%__MODULE__{ref: ref}, id) when is_binary(id) do
+    with {:ok, json} <- ref |> Native.graph_get_note(id) |> wrap(),
+         {:ok, note} <- decode(json) do
+      {:ok, note}
+    end
+  end
+
+  @doc """
+  Like `get_note/2`, but returns the note or raises `SoulMem.Error`.
+  """
+  @spec get_note!(t(), note_id()) :: map()
+  def get_note!(memory, id), do: unwrap!(get_note(memory, id))
+
+  @doc """
+  Exports the whole graph as a Graph JSON binary.
+  """
+  @spec export_json(t()) :: {:ok, binary()} | {:error, Error.t()}
+  def export_json(%__MODULE__{ref: ref}), do: ref |> Native.graph_export_json() |> wrap()
+
+  @doc """
+  Like `export_json/1`, but returns the JSON or raises `SoulMem.Error`.
+  """
+  @spec export_json!(t()) :: binary()
+  def export_json!(memory), do: unwrap!(export_json(memory))
+
+  ## Helpers
+
+  defp import_options!(opts) do
+    opts = Keyword.validate!(opts, @import_defaults)
+    complete = Keyword.fetch!(opts, :complete)
+    max_bytes = Keyword.fetch!(opts, :max_bytes)
+
+    unless is_boolean(complete) do
+      raise ArgumentError, "expected :complete to be a boolean, got: #{inspect(complete)}"
+    end
+
+    unless is_integer(max_bytes) and max_bytes >= 0 do
+      raise ArgumentError,
+            "expected :max_bytes to be a non-negative integer, got: #{inspect(max_bytes)}"
+    end
+
+    {complete, max_bytes}
+  end
+
+  defp wrap_graph(result, character) do
+    with {:ok, ref} <- wrap(result) do
+      {:ok, %__MODULE__{ref: ref, character: character}}
+    end
+  end
+
+  defp wrap({:ok, value}), do: {:ok, value}
+
+  defp wrap({:error, {kind, message}}) when is_atom(kind),
+    do: {:error, Error.new(kind, to_string(message))}
+
+  defp decode(json) do
+    case JSON.decode(json) do
+      {:ok, note} -> {:ok, note}
+      {:error, reason} -> {:error, Error.new(:invalid_json, "note JSON: #{inspect(reason)}")}
+    end
+  end
+
+  defp unwrap!({:ok, value}), do: value
+  defp unwrap!({:error, %Error{} = error}), do: raise(error)
+
+  defimpl Inspect do
+    def inspect(%SoulMem.Memory{ref: ref, character: character}, _opts) do
+      case safe_stats(ref) do
+        %{nodes: nodes, links: links} ->
+          "#SoulMem.Memory<#{character} nodes: #{nodes} links: #{links}>"
+
+        nil ->
+          "#SoulMem.Memory<#{character}>"
+      end
+    end
+
+    defp safe_stats(ref) do
+      SoulMem.Native.graph_stats(ref)
+    rescue
+      _ -> nil
+    catch
+      _, _ -> nil
+    end
+  end
+end

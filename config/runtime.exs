@@ -1,0 +1,50 @@
+# Runtime configuration, evaluated at boot (by `mix` and by releases).
+#
+# Every setting comes from an environment variable with a default suitable
+# for local development. Malformed values stop the boot with a message that
+# names the variable, what it expects and what it got.
+import Config
+
+env_string = fn name, default ->
+  case System.get_env(name) do
+    nil -> default
+    "" -> default
+    value -> value
+  end
+end
+
+env_integer = fn name, default, min, max ->
+  case System.get_env(name) do
+    nil ->
+      default
+
+    "" ->
+      default
+
+    raw ->
+      case Integer.parse(String.trim(raw)) do
+        {value, ""} when value >= min and value <= max ->
+          value
+
+        _ ->
+          raise ArgumentError,
+                "environment variable #{name} must be an integer between " <>
+                  "#{min} and #{max}, got: #{inspect(raw)}"
+      end
+  end
+end
+
+default_data_dir =
+  if config_env() == :prod,
+    do: Path.expand("data"),
+    else: Path.expand("../data/#{config_env()}", __DIR__)
+
+config :soul_mem,
+  data_dir: Path.expand(env_string.("SOUL_MEM_DATA_DIR", default_data_dir)),
+  port: env_integer.("PORT", 4000, 0, 65_535),
+  llm_base_url: env_string.("SOUL_MEM_LLM_BASE_URL", nil),
+  llm_api_key: env_string.("SOUL_MEM_LLM_API_KEY", nil),
+  llm_model: env_string.("SOUL_MEM_LLM_MODEL", nil),
+  window: env_integer.("SOUL_MEM_WINDOW", 12, 1, 10_000),
+  idle_after_ms: env_integer.("SOUL_MEM_IDLE_AFTER_MS", 300_000, 0, 86_400_000),
+  demo_token: env_string.("SOUL_MEM_DEMO_TOKEN", "dev-token")

@@ -1,0 +1,33 @@
+defmodule SoulMem.Umbrella.MixProject do
+  use Mix.Project
+
+  def project do
+    [
+      apps_path: "apps",
+      version: "0.1.0",
+      start_permanent: Mix.env() == :prod,
+      deps: [],
+      aliases: aliases(),
+      releases: releases()
+    ]
+  end
+
+  # Everything the project needs comes from OTP, Debian's erlang-* packages and
+  # the Rust workspace in native/: there are no Hex dependencies, ever.
+
+  defp aliases do
+    [
+      # `mix lint`: the Elixir half of scripts/test.sh.
+      lint: ["format --check-formatted", "compile --warnings-as-errors"]
+    ]
+  end
+
+  defp releases do
+    [
+      soul_mem: [
+        applications: [soul_mem: :permanent, soul_mem_web: :permanent],
+        include_executables_for: [:unix]
+      ]
+    ]
+  end
+end

@@ -1,0 +1,154 @@
+//! A self-contained embedding benchmark the CLI can call.
+
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::{EmbedError, Embedder, TextKind};
+
+/// Benchmark parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BenchConfig {
+    /// Texts per `embed` call in the throughput phase (default 32).
+    pub batch_size: usize,
+    /// Number of timed batches (default 8).
+    pub batches: usize,
+    /// Number of timed single-sentence calls for the latency percentiles (default 100).
+    pub single_runs: usize,
+    /// Untimed warm-up calls before each phase (default 2).
+    pub warmup: usize,
+}
+
+impl Default for BenchConfig {
+    fn default() -> Self {
+        Self {
+            batch_size: 32,
+            batches: 8,
+            single_runs: 100,
+            warmup: 2,
+        }
+    }
+}
+
+/// Results of [`bench_embed`]. Serialisable for the CLI's JSON output.
+#[derive(Debug, Clone, Serialize)]
+pub struct EmbedBenchReport {
+    /// [`Embedder::model_id`].
+    pub model_id: String,
+    /// Vector dimension.
+    pub dim: usize,
+    /// [`Embedder::load_time`] in seconds.
+    pub load_secs: f64,
+    /// CPU threads available to the process.
+    pub threads: usize,
+    /// Texts per call in the throughput phase.
+    pub batch_size: usize,
+    /// Sentences embedded in the throughput phase.
+    pub batched_sentences: usize,
+    /// Wall time of the throughput phase, seconds.
+    pub batched_secs: f64,
+    /// Throughput: sentences per second in batches of `batch_size`.
+    pub sentences_per_sec: f64,
+    /// Timed single-sentence calls.
+    pub single_runs: usize,
+    /// Median single-sentence latency, ms.
+    pub single_p50_ms: f64,
+    /// 99th-percentile single-sentence latency, ms.
+    pub single_p99_ms: f64,
+    /// Mean tokens per benchmark sentence (with prefix and specials).
+    pub mean_tokens: f64,
+}
+
+/// `n` distinct short Chinese sentences (10–20 characters), deterministic.
+pub(crate) fn bench_sentences(n: usize) -> Vec<String> {
+    const WHO: [&str; 8] = [
+        "小白",
+        "老板",
+        "林黛玉",
+        "我的室友",
+        "那只猫",
+        "王医生",
+        "隔壁的孩子",
+        "船长",
+    ];
+    const DID: [&str; 8] = [
+        "打翻了一碗麻辣烫",
+        "在雨里等了很久",
+        "忘记了今天的约定",
+        "偷偷地笑了起来",
+        "把信藏在枕头下面",
+        "说明天要去北京",
+        "养了一盆仙人掌",
+        "第一次看到大海",
+    ];
+    const WHEN: [&str; 4] = ["，", "，昨天晚上", "，那年冬天", "，就在刚才"];
+    (0..n)
+        .map(|i| {
+            let w = WHO[i % 8];
+            let d = DID[(i / 8 + i) % 8];
+            let t = WHEN[(i / 64) % 4];
+            format!("{w}{d}{t}#{i}。")
+        })
+        .collect()
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx.min(sorted.len() - 1)]
+}
+
+/// Measures throughput (sentences/s in batches of `cfg.batch_size` short Chinese sentences,
+/// passage side) and single-sentence latency (p50/p99) of a loaded embedder. Peak memory is
+/// not measured here (use `/usr/bin/time -v` on the `embed_bench` example).
+///
+/// Complexity: `cfg.batches × cfg.batch_size + cfg.single_runs` embeddings.
+pub fn bench_embed(embedder: &Embedder, cfg: &BenchConfig) -> Result<EmbedBenchReport, EmbedError> {
+    let batch_size = cfg.batch_size.max(1);
+    let sentences = bench_sentences(batch_size * cfg.batches.max(1));
+    let refs: Vec<&str> = sentences.iter().map(String::as_str).collect();
+    let mut tokens = 0usize;
+    for s in &refs {
+        tokens += embedder
+            .tokenize(&format!("{}{s}", embedder.prefix(TextKind::Passage)))?
+            .len();
+    }
+    for chunk in refs.chunks(batch_size).take(cfg.warmup) {
+        embedder.embed(chunk, TextKind::Passage)?;
+    }
+    let t0 = Instant::now();
+    for chunk in refs.chunks(batch_size) {
+        embedder.embed(chunk, TextKind::Passage)?;
+    }
+    let batched_secs = t0.elapsed().as_secs_f64();
+
+    for s in refs.iter().take(cfg.warmup) {
+        embedder.embed(&[s], TextKind::Query)?;
+    }
+    let mut lat = Vec::with_capacity(cfg.single_runs);
+    for i in 0..cfg.single_runs {
+        let s = refs[i % refs.len()];
+        let t = Instant::now();
+        embedder.embed(&[s], TextKind::Query)?;
+        lat.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    lat.sort_by(f64::total_cmp);
+    Ok(EmbedBenchReport {
+        model_id: embedder.model_id().to_string(),
+        dim: embedder.dim(),
+        load_secs: embedder.load_time().as_secs_f64(),
+        threads: std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1),
+        batch_size,
+        batched_sentences: refs.len(),
+        batched_secs,
+        sentences_per_sec: refs.len() as f64 / batched_secs.max(1e-9),
+        single_runs: cfg.single_runs,
+        single_p50_ms: percentile(&lat, 0.5),
+        single_p99_ms: percentile(&lat, 0.99),
+        mean_tokens: tokens as f64 / refs.len().max(1) as f64,
+    })
+}

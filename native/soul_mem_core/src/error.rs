@@ -1,0 +1,134 @@
+//! The one error type of the core crate.
+
+use crate::embed::EmbedError;
+
+/// Everything that can go wrong in `soul_mem_core`.
+///
+/// Each variant has a stable machine-readable [`Error::kind`] (the NIF layer turns it into an
+/// atom) and a human message that names the node and field at fault where there is one.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The input is not well-formed JSON of the expected shape (includes unknown enum tags).
+    #[error("invalid JSON: {0}")]
+    InvalidJson(String),
+    /// Two nodes share one readable id (or UUID).
+    #[error("duplicate id {id:?}{}", at_node(*.index))]
+    DuplicateId {
+        /// The id that occurs twice.
+        id: String,
+        /// Position of the second occurrence in the input, when known.
+        index: Option<usize>,
+    },
+    /// A link names a node that does not exist (and the import was declared complete).
+    #[error("node {node:?}: link to missing id {target:?}")]
+    MissingLinkTarget {
+        /// The node whose link is dangling.
+        node: String,
+        /// The id it points to.
+        target: String,
+    },
+    /// A number or string is outside its allowed range.
+    #[error("node {node:?} field {field}: {message}")]
+    InvalidValue {
+        /// The node at fault.
+        node: String,
+        /// Dotted path of the field.
+        field: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A timestamp could not be parsed or is impossible.
+    #[error("node {node:?} field {field}: invalid timestamp {value:?}")]
+    InvalidTimestamp {
+        /// The node at fault.
+        node: String,
+        /// Dotted path of the field.
+        field: String,
+        /// The offending text.
+        value: String,
+    },
+    /// The input exceeds the configured size limit.
+    #[error("input is {size} bytes, larger than the limit of {limit} bytes")]
+    TooLarge {
+        /// Input size in bytes.
+        size: u64,
+        /// Configured limit.
+        limit: u64,
+    },
+    /// The input is not valid UTF-8.
+    #[error("input is not valid UTF-8 (first bad byte at offset {0})")]
+    NotUtf8(usize),
+    /// A file could not be read or written.
+    #[error("I/O error on {path}: {message}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The OS error text.
+        message: String,
+    },
+    /// A requested node or link does not exist.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// An argument is out of its domain (e.g. a damping factor outside [0, 1)).
+    #[error("invalid argument {name}: {message}")]
+    InvalidArgument {
+        /// Parameter name.
+        name: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The embedding model failed or is missing.
+    #[error(transparent)]
+    Embed(#[from] EmbedError),
+}
+
+fn at_node(index: Option<usize>) -> String {
+    index.map(|i| format!(" at node #{i}")).unwrap_or_default()
+}
+
+impl Error {
+    /// Stable snake_case name of the variant, used as the Elixir error atom.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::InvalidJson(_) => "invalid_json",
+            Error::DuplicateId { .. } => "duplicate_id",
+            Error::MissingLinkTarget { .. } => "missing_link_target",
+            Error::InvalidValue { .. } => "invalid_value",
+            Error::InvalidTimestamp { .. } => "invalid_timestamp",
+            Error::TooLarge { .. } => "too_large",
+            Error::NotUtf8(_) => "not_utf8",
+            Error::Io { .. } => "io",
+            Error::NotFound(_) => "not_found",
+            Error::InvalidArgument { .. } => "invalid_argument",
+            Error::Embed(_) => "embedding",
+        }
+    }
+
+    /// Shorthand for an [`Error::InvalidValue`].
+    pub fn invalid_value(node: &str, field: &str, message: impl Into<String>) -> Self {
+        Error::InvalidValue {
+            node: node.to_owned(),
+            field: field.to_owned(),
+            message: message.into(),
+        }
+    }
+
+    /// Shorthand for an [`Error::InvalidArgument`].
+    pub fn invalid_argument(name: &str, message: impl Into<String>) -> Self {
+        Error::InvalidArgument {
+            name: name.to_owned(),
+            message: message.into(),
+        }
+    }
+
+    /// Shorthand for an [`Error::Io`] from a `std::io::Error`.
+    pub fn io(path: impl AsRef<std::path::Path>, err: &std::io::Error) -> Self {
+        Error::Io {
+            path: path.as_ref().display().to_string(),
+            message: err.to_string(),
+        }
+    }
+}
+
+/// Result alias of the core crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,325 @@
+//! The in-memory graph of one character: notes with their outgoing links, a readable-id index,
+//! and a buffer of links whose target has not been loaded yet.
+
+use crate::error::{Error, Result};
+use crate::model::{LinkId, LinkKind, MemoryId, MemoryLink, MemoryNote, NodeKind};
+use indexmap::IndexMap;
+use std::collections::{BTreeMap, HashMap};
+
+/// Counts of a graph, by kind.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct GraphStats {
+    /// Number of notes.
+    pub nodes: usize,
+    /// Number of attached links.
+    pub links: usize,
+    /// Links buffered because their target is not loaded.
+    pub pending_links: usize,
+    /// Notes per kind (every kind present, possibly 0).
+    pub nodes_by_kind: BTreeMap<&'static str, usize>,
+    /// Links per kind (every kind present, possibly 0).
+    pub links_by_kind: BTreeMap<&'static str, usize>,
+}
+
+/// One character's memory graph.
+///
+/// Notes keep insertion order (so dense positions `0..len` are stable between mutations and
+/// exports are deterministic); links live on their source note, as in the seed. A link whose
+/// target is absent waits in a buffer keyed by the target's UUID and is attached when that
+/// note arrives — never by a positional index that removal could reuse.
+#[derive(Debug, Clone)]
+pub struct MemoryGraph {
+    character: String,
+    notes: IndexMap<MemoryId, MemoryNote>,
+    readable: HashMap<String, MemoryId>,
+    pending: HashMap<MemoryId, Vec<MemoryLink>>,
+    version: u64,
+}
+
+impl MemoryGraph {
+    /// An empty graph for `character`.
+    pub fn new(character: impl Into<String>) -> Self {
+        MemoryGraph {
+            character: character.into(),
+            notes: IndexMap::new(),
+            readable: HashMap::new(),
+            pending: HashMap::new(),
+            version: 0,
+        }
+    }
+
+    /// The character this graph belongs to.
+    pub fn character(&self) -> &str {
+        &self.character
+    }
+
+    /// A counter bumped by every mutation; derived structures (CSR snapshots, similarity
+    /// indexes) compare it to know when to rebuild.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// Number of notes.
+    pub fn len(&self) -> usize {
+        self.notes.len()
+    }
+
+    /// True when there are no notes.
+    pub fn is_empty(&self) -> bool {
+        self.notes.is_empty()
+    }
+
+    /// Notes in insertion order.
+    pub fn notes(&self) -> impl ExactSizeIterator<Item = &MemoryNote> {
+        self.notes.values()
+    }
+
+    /// The note at dense position `index` (`0..len`). Complexity: O(1).
+    pub fn note_at(&self, index: usize) -> Option<&MemoryNote> {
+        self.notes.get_index(index).map(|(_, n)| n)
+    }
+
+    /// Dense position of a note. Complexity: O(1).
+    pub fn index_of(&self, id: &MemoryId) -> Option<usize> {
+        self.notes.get_index_of(id)
+    }
+
+    /// Note by UUID. Complexity: O(1).
+    pub fn get(&self, id: &MemoryId) -> Option<&MemoryNote> {
+        self.notes.get(id)
+    }
+
+    /// Mutable note by UUID. Link edits must go through [`MemoryGraph::add_link`] and friends so
+    /// the buffers stay consistent; callers may change payload, tags and statistics.
+    pub fn get_mut(&mut self, id: &MemoryId) -> Option<&mut MemoryNote> {
+        self.version += 1;
+        self.notes.get_mut(id)
+    }
+
+    /// Note by readable id. Complexity: O(1).
+    pub fn get_by_readable(&self, readable_id: &str) -> Option<&MemoryNote> {
+        self.readable
+            .get(readable_id)
+            .and_then(|id| self.notes.get(id))
+    }
+
+    /// Resolves a readable id or a UUID string to a note id.
+    pub fn resolve(&self, id: &str) -> Option<MemoryId> {
+        if let Some(found) = self.readable.get(id) {
+            return Some(*found);
+        }
+        uuid::Uuid::parse_str(id)
+            .ok()
+            .map(MemoryId)
+            .filter(|m| self.notes.contains_key(m))
+    }
+
+    /// The readable id of a note, or its UUID string when it is not in the graph.
+    pub fn readable_of(&self, id: &MemoryId) -> String {
+        self.notes
+            .get(id)
+            .map(|n| n.readable_id.clone())
+            .unwrap_or_else(|| id.to_string())
+    }
+
+    /// Inserts a note with its outgoing links. Links to absent targets are buffered; links
+    /// buffered earlier that point at this note are attached to their sources.
+    ///
+    /// Errors (and changes nothing) when the UUID or readable id is already present.
+    pub fn insert(&mut self, mut note: MemoryNote) -> Result<()> {
+        if self.notes.contains_key(&note.id) || self.readable.contains_key(&note.readable_id) {
+            return Err(Error::DuplicateId {
+                id: note.readable_id,
+                index: None,
+            });
+        }
+        let links = std::mem::take(&mut note.links);
+        let id = note.id;
+        self.readable.insert(note.readable_id.clone(), id);
+        self.notes.insert(id, note);
+        for link in links {
+            self.attach_or_buffer(link);
+        }
+        if let Some(waiting) = self.pending.remove(&id) {
+            for link in waiting {
+                self.attach_or_buffer(link);
+            }
+        }
+        self.version += 1;
+        Ok(())
+    }
+
+    fn attach_or_buffer(&mut self, link: MemoryLink) {
+        if self.notes.contains_key(&link.to) {
+            if let Some(src) = self.notes.get_mut(&link.from) {
+                src.links.push(link);
+                return;
+            }
+        }
+        self.pending.entry(link.to).or_default().push(link);
+    }
+
+    /// Adds a link. Its source must exist; a missing target buffers it (see [`Self::insert`]).
+    pub fn add_link(&mut self, link: MemoryLink) -> Result<()> {
+        if !self.notes.contains_key(&link.from) {
+            return Err(Error::NotFound(format!("link source {}", link.from)));
+        }
+        validate_intensity(&self.readable_of(&link.from), link.intensity)?;
+        self.attach_or_buffer(link);
+        self.version += 1;
+        Ok(())
+    }
+
+    /// Removes a link by id from its source note. Returns it when found.
+    /// Complexity: O(out-degree of the source) after the caller names the source.
+    pub fn remove_link(&mut self, from: &MemoryId, link: &LinkId) -> Option<MemoryLink> {
+        let note = self.notes.get_mut(from)?;
+        let pos = note.links.iter().position(|l| l.id == *link)?;
+        self.version += 1;
+        Some(note.links.remove(pos))
+    }
+
+    /// Removes a note, its outgoing links and every link pointing at it.
+    /// Complexity: O(nodes + links) — removal is rare (archiving), lookups are not.
+    pub fn remove(&mut self, id: &MemoryId) -> Option<MemoryNote> {
+        let note = self.notes.shift_remove(id)?;
+        self.readable.remove(&note.readable_id);
+        for other in self.notes.values_mut() {
+            other.links.retain(|l| l.to != *id);
+        }
+        for waiting in self.pending.values_mut() {
+            waiting.retain(|l| l.from != *id);
+        }
+        self.pending.retain(|_, v| !v.is_empty());
+        self.version += 1;
+        Some(note)
+    }
+
+    /// Links buffered for absent targets, grouped by target.
+    pub fn pending_links(&self) -> impl Iterator<Item = &MemoryLink> {
+        self.pending.values().flatten()
+    }
+
+    /// Number of attached links. Complexity: O(nodes).
+    pub fn link_count(&self) -> usize {
+        self.notes.values().map(|n| n.links.len()).sum()
+    }
+
+    /// Counts by kind. Complexity: O(nodes + links).
+    pub fn stats(&self) -> GraphStats {
+        let mut nodes_by_kind: BTreeMap<&'static str, usize> =
+            NodeKind::ALL.iter().map(|k| (k.as_str(), 0)).collect();
+        let mut links_by_kind: BTreeMap<&'static str, usize> =
+            LinkKind::ALL.iter().map(|k| (k.as_str(), 0)).collect();
+        let mut links = 0;
+        for n in self.notes.values() {
+            *nodes_by_kind.entry(n.kind().as_str()).or_default() += 1;
+            for l in &n.links {
+                links += 1;
+                *links_by_kind
+                    .entry(l.link_type.kind().as_str())
+                    .or_default() += 1;
+            }
+        }
+        GraphStats {
+            nodes: self.notes.len(),
+            links,
+            pending_links: self.pending.values().map(Vec::len).sum(),
+            nodes_by_kind,
+            links_by_kind,
+        }
+    }
+}
+
+/// Checks that a link intensity is finite and non-negative.
+pub(crate) fn validate_intensity(node: &str, intensity: f64) -> Result<()> {
+    if intensity.is_finite() && intensity >= 0.0 {
+        Ok(())
+    } else {
+        Err(Error::invalid_value(
+            node,
+            "mem_links.intensity",
+            format!("must be a finite number >= 0, got {intensity}"),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::*;
+    use chrono::Utc;
+
+    fn sem(g: &str, id: &str) -> MemoryNote {
+        MemoryNote::new(
+            g,
+            id,
+            MemoryType::Semantic(SemMemory {
+                content: id.into(),
+                aliases: vec![],
+                concept_type: ConceptType::Entity,
+                description: String::new(),
+            }),
+            Utc::now(),
+        )
+    }
+
+    fn link(from: &MemoryNote, to: MemoryId) -> MemoryLink {
+        MemoryLink {
+            id: LinkId::random(),
+            from: from.id,
+            to,
+            intensity: 1.0,
+            link_type: MemoryLinkType::Sem(SemMemLink {
+                verb: "r".into(),
+                confidence: 1.0,
+            }),
+        }
+    }
+
+    #[test]
+    fn links_to_absent_targets_wait_and_attach_on_arrival() {
+        let mut g = MemoryGraph::new("c");
+        let mut a = sem("c", "a");
+        let b = sem("c", "b");
+        a.links.push(link(&a, b.id));
+        g.insert(a).unwrap();
+        assert_eq!(g.stats().pending_links, 1);
+        assert_eq!(g.link_count(), 0);
+        g.insert(b).unwrap();
+        assert_eq!(g.stats().pending_links, 0);
+        assert_eq!(g.link_count(), 1);
+    }
+
+    #[test]
+    fn duplicate_insert_changes_nothing() {
+        let mut g = MemoryGraph::new("c");
+        g.insert(sem("c", "a")).unwrap();
+        let v = g.version();
+        assert!(matches!(
+            g.insert(sem("c", "a")),
+            Err(Error::DuplicateId { .. })
+        ));
+        assert_eq!(g.len(), 1);
+        assert_eq!(g.version(), v);
+    }
+
+    #[test]
+    fn remove_drops_incoming_links_and_keeps_indices_dense() {
+        let mut g = MemoryGraph::new("c");
+        let a = sem("c", "a");
+        let mut b = sem("c", "b");
+        let c = sem("c", "c");
+        b.links.push(link(&b, a.id));
+        let (aid, cid) = (a.id, c.id);
+        g.insert(a).unwrap();
+        g.insert(b).unwrap();
+        g.insert(c).unwrap();
+        assert!(g.remove(&aid).is_some());
+        assert_eq!(g.link_count(), 0);
+        assert_eq!(g.index_of(&cid), Some(1));
+        assert!(g.resolve("a").is_none());
+        assert_eq!(g.resolve("c"), Some(cid));
+        assert_eq!(g.resolve(&cid.to_string()), Some(cid));
+    }
+}

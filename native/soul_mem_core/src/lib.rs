@@ -1,0 +1,11 @@
+//! SoulMem core: the memory graph data model, Graph JSON import/export, and the
+//! algorithms that run over it. Pure Rust, no rustler, so it is testable and benchable
+//! with plain cargo.
+
+pub mod embed;
+pub mod error;
+pub mod graph;
+pub mod import;
+pub mod model;
+
+pub use error::{Error, Result};

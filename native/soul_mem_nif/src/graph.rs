@@ -1,0 +1,160 @@
+//! Graph handle NIFs: import, stats, note lookup, export.
+
+use crate::error::{ok_or_error, NifError};
+use rustler::{Binary, Encoder, Env, ResourceArc, Term};
+use soul_mem_core::graph::MemoryGraph;
+use soul_mem_core::import::{self, ImportOptions};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+static LIVE_HANDLES: AtomicUsize = AtomicUsize::new(0);
+
+/// A character's graph behind a reference-counted Erlang resource.
+pub struct GraphResource {
+    graph: RwLock<MemoryGraph>,
+}
+
+#[rustler::resource_impl]
+impl rustler::Resource for GraphResource {}
+
+impl GraphResource {
+    /// Wraps a graph in a new handle.
+    pub fn new(graph: MemoryGraph) -> ResourceArc<Self> {
+        LIVE_HANDLES.fetch_add(1, Ordering::SeqCst);
+        ResourceArc::new(GraphResource {
+            graph: RwLock::new(graph),
+        })
+    }
+
+    /// Shared access; errors if an earlier panic poisoned the lock.
+    pub fn read(&self) -> Result<RwLockReadGuard<'_, MemoryGraph>, NifError> {
+        self.graph.read().map_err(|_| NifError::Poisoned)
+    }
+
+    /// Exclusive access; errors if an earlier panic poisoned the lock.
+    #[allow(dead_code)]
+    pub fn write(&self) -> Result<RwLockWriteGuard<'_, MemoryGraph>, NifError> {
+        self.graph.write().map_err(|_| NifError::Poisoned)
+    }
+}
+
+impl Drop for GraphResource {
+    fn drop(&mut self) {
+        LIVE_HANDLES.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+type Handle = ResourceArc<GraphResource>;
+
+fn options(complete: bool, max_bytes: u64) -> ImportOptions {
+    ImportOptions {
+        complete,
+        max_bytes,
+        ..ImportOptions::default()
+    }
+}
+
+#[rustler::nif]
+fn graph_new(character: String) -> Handle {
+    GraphResource::new(MemoryGraph::new(character))
+}
+
+#[rustler::nif(schedule = "DirtyCpu")]
+fn graph_import_json<'a>(
+    env: Env<'a>,
+    character: String,
+    json: Binary,
+    complete: bool,
+    max_bytes: u64,
+) -> Term<'a> {
+    let result = import::import_bytes(&character, json.as_slice(), &options(complete, max_bytes))
+        .map(GraphResource::new)
+        .map_err(NifError::from);
+    ok_or_error(env, result)
+}
+
+#[rustler::nif(schedule = "DirtyIo")]
+fn graph_import_file<'a>(
+    env: Env<'a>,
+    character: String,
+    path: String,
+    complete: bool,
+    max_bytes: u64,
+) -> Term<'a> {
+    let result = import::import_file(&character, &path, &options(complete, max_bytes))
+        .map(GraphResource::new)
+        .map_err(NifError::from);
+    ok_or_error(env, result)
+}
+
+mod atoms {
+    rustler::atoms! {
+        character, nodes, links, pending_links, nodes_by_kind, links_by_kind,
+    }
+}
+
+fn count_map<'a>(env: Env<'a>, counts: &std::collections::BTreeMap<&str, usize>) -> Term<'a> {
+    let mut map = Term::map_new(env);
+    for (k, v) in counts {
+        let key = rustler::Atom::from_str(env, k)
+            .map(|a| a.encode(env))
+            .unwrap_or_else(|_| k.encode(env));
+        map = map.map_put(key, v.encode(env)).unwrap_or(map);
+    }
+    map
+}
+
+#[rustler::nif]
+fn graph_stats<'a>(env: Env<'a>, handle: Handle) -> Term<'a> {
+    let graph = match handle.read() {
+        Ok(g) => g,
+        Err(e) => return e.encode(env),
+    };
+    let s = graph.stats();
+    let pairs: [(rustler::Atom, Term<'a>); 6] = [
+        (atoms::character(), graph.character().encode(env)),
+        (atoms::nodes(), s.nodes.encode(env)),
+        (atoms::links(), s.links.encode(env)),
+        (atoms::pending_links(), s.pending_links.encode(env)),
+        (atoms::nodes_by_kind(), count_map(env, &s.nodes_by_kind)),
+        (atoms::links_by_kind(), count_map(env, &s.links_by_kind)),
+    ];
+    let mut map = Term::map_new(env);
+    for (k, v) in pairs {
+        map = map.map_put(k.encode(env), v).unwrap_or(map);
+    }
+    map
+}
+
+#[rustler::nif]
+fn graph_get_note<'a>(env: Env<'a>, handle: Handle, id: String) -> Term<'a> {
+    let result = handle.read().and_then(|graph| {
+        let note = graph
+            .resolve(&id)
+            .and_then(|m| graph.get(&m))
+            .ok_or_else(|| soul_mem_core::Error::NotFound(format!("note {id:?}")))?;
+        let value = import::note_to_value(&graph, note)?;
+        Ok(value.to_string())
+    });
+    ok_or_error(env, result)
+}
+
+#[rustler::nif(schedule = "DirtyCpu")]
+fn graph_export_json<'a>(env: Env<'a>, handle: Handle) -> Term<'a> {
+    let result = handle
+        .read()
+        .and_then(|graph| import::export_json(&graph, false).map_err(NifError::from));
+    ok_or_error(env, result)
+}
+
+#[rustler::nif]
+fn live_graph_handles() -> usize {
+    LIVE_HANDLES.load(Ordering::SeqCst)
+}
+
+/// Panics on purpose: the test suite checks that a panic inside a NIF raises in the caller
+/// and leaves the VM running.
+#[rustler::nif]
+fn debug_panic(message: String) -> bool {
+    panic!("debug_panic: {message}")
+}

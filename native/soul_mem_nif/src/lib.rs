@@ -1,0 +1,10 @@
+//! Thin rustler glue over `soul_mem_core`. Every NIF decodes its arguments (a wrong type raises
+//! `ArgumentError`), calls the core, and returns `{:ok, _}` / `{:error, {kind, message}}`.
+//! Anything that may take over ~1 ms runs on a dirty scheduler.
+
+mod error;
+mod graph;
+
+pub use error::NifError;
+
+rustler::init!("Elixir.SoulMem.Native");

