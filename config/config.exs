@@ -6,4 +6,21 @@ import Config
 
 config :logger, :console, format: "$time $metadata[$level] $message\n"
 
+# LLM client defaults (SoulMem.LLM); the endpoint, key and model come from
+# runtime.exs. Maintenance implementations run by Idle characters
+# (SoulMem.Maintenance).
+config :soul_mem,
+  llm_temperature: 0.7,
+  llm_max_tokens: 512,
+  llm_connect_timeout_ms: 5_000,
+  llm_timeout_ms: 60_000,
+  llm_retries: 3,
+  llm_backoff_ms: 500,
+  llm_max_backoff_ms: 8_000,
+  maintenance: [SoulMem.Maintenance.SummarizePending],
+  maintenance_interval_ms: 600_000,
+  # How a character embeds its graph after loading: :auto (the model, else
+  # the lexical :hash embedder), :model, :hash or :none.
+  embedder: :auto
+
 import_config "#{config_env()}.exs"

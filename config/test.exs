@@ -1,3 +1,10 @@
 import Config
 
 config :logger, level: :warning
+
+# Fast LLM retries in tests (failure-injection tests script 500s and timeouts).
+config :soul_mem, llm_backoff_ms: 5, llm_max_backoff_ms: 20, llm_retries: 1, llm_timeout_ms: 2_000
+
+# Characters embed their graph with the lexical hash embedder in tests (no
+# model needed; tests of the real model choose it explicitly).
+config :soul_mem, embedder: :hash

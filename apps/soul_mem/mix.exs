@@ -39,7 +39,7 @@ defmodule SoulMem.MixProject do
   def application do
     [
       mod: {SoulMem.Application, []},
-      extra_applications: [:logger, :jiffy]
+      extra_applications: [:logger, :jiffy, :inets, :ssl, :public_key]
     ]
   end
 end

@@ -96,6 +96,19 @@ impl MemoryGraph {
         self.notes.get_mut(id)
     }
 
+    /// Records one retrieval of `id` at `at` (count and access time). Statistics are not
+    /// structure, so this does not bump [`Self::version`] and derived indexes stay valid.
+    /// Returns false when the note is absent.
+    pub fn record_retrieval(&mut self, id: &MemoryId, at: chrono::DateTime<chrono::Utc>) -> bool {
+        match self.notes.get_mut(id) {
+            Some(n) => {
+                n.record_retrieval(at);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Note by readable id. Complexity: O(1).
     pub fn get_by_readable(&self, readable_id: &str) -> Option<&MemoryNote> {
         self.readable

@@ -2,10 +2,14 @@
 //! algorithms that run over it. Pure Rust, no rustler, so it is testable and benchable
 //! with plain cargo.
 
+pub mod cache;
 pub mod embed;
+pub mod engine;
 pub mod error;
 pub mod graph;
 pub mod import;
 pub mod model;
+pub mod retrieval;
+pub mod text;
 
 pub use error::{Error, Result};

@@ -2,6 +2,7 @@
 
 use crate::error::{ok_or_error, NifError};
 use rustler::{Binary, Encoder, Env, ResourceArc, Term};
+use soul_mem_core::engine::Engine;
 use soul_mem_core::graph::MemoryGraph;
 use soul_mem_core::import::{self, ImportOptions};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -9,9 +10,9 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 static LIVE_HANDLES: AtomicUsize = AtomicUsize::new(0);
 
-/// A character's graph behind a reference-counted Erlang resource.
+/// A character's graph (and its retrieval index) behind a reference-counted Erlang resource.
 pub struct GraphResource {
-    graph: RwLock<MemoryGraph>,
+    engine: RwLock<Engine>,
 }
 
 #[rustler::resource_impl]
@@ -22,19 +23,18 @@ impl GraphResource {
     pub fn new(graph: MemoryGraph) -> ResourceArc<Self> {
         LIVE_HANDLES.fetch_add(1, Ordering::SeqCst);
         ResourceArc::new(GraphResource {
-            graph: RwLock::new(graph),
+            engine: RwLock::new(Engine::new(graph)),
         })
     }
 
     /// Shared access; errors if an earlier panic poisoned the lock.
-    pub fn read(&self) -> Result<RwLockReadGuard<'_, MemoryGraph>, NifError> {
-        self.graph.read().map_err(|_| NifError::Poisoned)
+    pub fn read(&self) -> Result<RwLockReadGuard<'_, Engine>, NifError> {
+        self.engine.read().map_err(|_| NifError::Poisoned)
     }
 
     /// Exclusive access; errors if an earlier panic poisoned the lock.
-    #[allow(dead_code)]
-    pub fn write(&self) -> Result<RwLockWriteGuard<'_, MemoryGraph>, NifError> {
-        self.graph.write().map_err(|_| NifError::Poisoned)
+    pub fn write(&self) -> Result<RwLockWriteGuard<'_, Engine>, NifError> {
+        self.engine.write().map_err(|_| NifError::Poisoned)
     }
 }
 
@@ -44,7 +44,8 @@ impl Drop for GraphResource {
     }
 }
 
-type Handle = ResourceArc<GraphResource>;
+/// The handle type every graph NIF takes.
+pub type Handle = ResourceArc<GraphResource>;
 
 fn options(complete: bool, max_bytes: u64) -> ImportOptions {
     ImportOptions {
@@ -106,10 +107,11 @@ fn count_map<'a>(env: Env<'a>, counts: &std::collections::BTreeMap<&str, usize>)
 
 #[rustler::nif]
 fn graph_stats<'a>(env: Env<'a>, handle: Handle) -> Term<'a> {
-    let graph = match handle.read() {
+    let engine = match handle.read() {
         Ok(g) => g,
         Err(e) => return e.encode(env),
     };
+    let graph = engine.graph();
     let s = graph.stats();
     let pairs: [(rustler::Atom, Term<'a>); 6] = [
         (atoms::character(), graph.character().encode(env)),
@@ -128,12 +130,13 @@ fn graph_stats<'a>(env: Env<'a>, handle: Handle) -> Term<'a> {
 
 #[rustler::nif]
 fn graph_get_note<'a>(env: Env<'a>, handle: Handle, id: String) -> Term<'a> {
-    let result = handle.read().and_then(|graph| {
+    let result = handle.read().and_then(|engine| {
+        let graph = engine.graph();
         let note = graph
             .resolve(&id)
             .and_then(|m| graph.get(&m))
             .ok_or_else(|| soul_mem_core::Error::NotFound(format!("note {id:?}")))?;
-        let value = import::note_to_value(&graph, note)?;
+        let value = import::note_to_value(graph, note)?;
         Ok(value.to_string())
     });
     ok_or_error(env, result)
@@ -143,7 +146,7 @@ fn graph_get_note<'a>(env: Env<'a>, handle: Handle, id: String) -> Term<'a> {
 fn graph_export_json<'a>(env: Env<'a>, handle: Handle) -> Term<'a> {
     let result = handle
         .read()
-        .and_then(|graph| import::export_json(&graph, false).map_err(NifError::from));
+        .and_then(|engine| import::export_json(engine.graph(), false).map_err(NifError::from));
     ok_or_error(env, result)
 }
 

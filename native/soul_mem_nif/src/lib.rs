@@ -4,6 +4,7 @@
 
 mod error;
 mod graph;
+mod retrieval;
 
 pub use error::NifError;
 

@@ -2,8 +2,41 @@
 
 use std::process::ExitCode;
 
+mod bench;
+
 fn usage() -> &'static str {
-    "usage: soul_tune stats <graph.json>"
+    "usage: soul_tune stats <graph.json>\n       soul_tune bench retrieval [--sizes 1000,10000,100000]"
+}
+
+fn bench_cmd(args: &[String]) -> ExitCode {
+    let mut sizes = vec![1_000, 10_000, 100_000];
+    match args {
+        [] => {}
+        [flag, list] if flag == "--sizes" => {
+            match list.split(',').map(|s| s.trim().parse::<usize>()).collect() {
+                Ok(v) => sizes = v,
+                Err(e) => {
+                    eprintln!("bad --sizes: {e}");
+                    return ExitCode::from(2);
+                }
+            }
+        }
+        _ => {
+            eprintln!("{}", usage());
+            return ExitCode::from(2);
+        }
+    }
+    if sizes.contains(&0) {
+        eprintln!("sizes must be positive");
+        return ExitCode::from(2);
+    }
+    match bench::retrieval(&sizes) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -31,6 +64,9 @@ fn main() -> ExitCode {
                     ExitCode::FAILURE
                 }
             }
+        }
+        Some("bench") if args.get(1).map(String::as_str) == Some("retrieval") => {
+            bench_cmd(&args[2..])
         }
         _ => {
             eprintln!("{}", usage());

@@ -5,7 +5,13 @@ defmodule SoulMem.Application do
 
   @impl true
   def start(_type, _args) do
-    children = []
+    children = [
+      {Registry, keys: :unique, name: SoulMem.Registry},
+      {Task.Supervisor, name: SoulMem.TaskSupervisor},
+      SoulMem.LLM.Profile,
+      {DynamicSupervisor, name: SoulMem.CharacterSupervisor, strategy: :one_for_one}
+    ]
+
     Supervisor.start_link(children, strategy: :one_for_one, name: SoulMem.Supervisor)
   end
 end

@@ -42,6 +42,17 @@ defmodule SoulMem.Error do
     %__MODULE__{reason: reason, message: message}
   end
 
+  @doc """
+  Converts a native result: `{:ok, v}` stays, `{:error, {kind, message}}` becomes
+  `{:error, %SoulMem.Error{}}`.
+  """
+  @spec from_native({:ok, term()} | {:error, {atom(), String.t()}}) ::
+          {:ok, term()} | {:error, t()}
+  def from_native({:ok, value}), do: {:ok, value}
+
+  def from_native({:error, {kind, message}}) when is_atom(kind),
+    do: {:error, new(kind, to_string(message))}
+
   @impl true
   def message(%__MODULE__{reason: reason, message: message}), do: "#{reason}: #{message}"
 end

@@ -36,4 +36,16 @@ defmodule SoulMem.Native do
   def debug_panic(_message), do: :erlang.nif_error(:nif_not_loaded)
 
   def live_graph_handles, do: :erlang.nif_error(:nif_not_loaded)
+
+  # DirtyCpu: load the embedding model process-wide ("" = discover / no cache)
+  def embedder_load(_model_path, _cache_path), do: :erlang.nif_error(:nif_not_loaded)
+  def embedder_info, do: :erlang.nif_error(:nif_not_loaded)
+  # DirtyCpu: sends {:soul_mem_embed_progress, done, total} to the pid
+  def graph_embed(_graph, _embedder, _progress_pid), do: :erlang.nif_error(:nif_not_loaded)
+  # DirtyCpu: JSON in (queries, config, short), JSON out
+  def engine_recall(_graph, _queries, _config, _short), do: :erlang.nif_error(:nif_not_loaded)
+  def engine_record(_graph, _ids, _at_ms), do: :erlang.nif_error(:nif_not_loaded)
+  # DirtyCpu (jieba)
+  def text_queries(_text, _max_keywords), do: :erlang.nif_error(:nif_not_loaded)
+  def text_tokens(_text), do: :erlang.nif_error(:nif_not_loaded)
 end

@@ -1,0 +1,56 @@
+defmodule SoulMem.Admin do
+  @moduledoc """
+  Operator helpers for a remote shell (`iex --remsh`): inspect and poke the
+  running characters. Every function returns data; nothing prints.
+  """
+
+  alias SoulMem.{Character, Characters, Memory, Window}
+
+  @doc """
+  The running characters with their state (`:working`/`:idle`), window size,
+  pending messages, summary jobs, summary length and graph node counts
+  (`SoulMem.Memory.stats/1`). Characters that stop while being listed are
+  left out.
+  """
+  @spec list() :: [map()]
+  def list do
+    for {_id, pid} <- Characters.list(),
+        {:ok, info} <- [Character.info(pid)],
+        do: info
+  end
+
+  @doc "The messages visible to recall (pending + window), oldest first."
+  @spec window(String.t() | pid()) :: {:ok, [Window.message()]} | {:error, term()}
+  def window(character) do
+    with {:ok, window} <- Character.window(character), do: {:ok, Window.visible(window)}
+  end
+
+  @doc "The cumulative summary."
+  @spec summary(String.t() | pid()) :: {:ok, String.t()} | {:error, term()}
+  def summary(character), do: Character.summary(character)
+
+  @doc """
+  Runs a maintenance task now (`:consolidate | :persist | :forget |
+  :summarize_pending`), whatever the character's state. `{:error,
+  :unsupported}` when no configured implementation handles it (only
+  `:summarize_pending` ships today).
+  """
+  @spec force(String.t() | pid(), SoulMem.Maintenance.task()) :: :ok | {:error, term()}
+  def force(character, task), do: Character.force(character, task)
+
+  @doc "One note of the character's graph, by readable id or UUID."
+  @spec get_note(String.t() | pid(), String.t()) :: {:ok, map()} | {:error, term()}
+  def get_note(character, note_id) do
+    with {:ok, memory} <- Character.memory(character), do: Memory.get_note(memory, note_id)
+  end
+
+  @doc """
+  Writes one note. Not supported yet: the native store has no write API so
+  far, so this returns `{:error, :not_supported}` (after checking that the
+  character runs).
+  """
+  @spec put_note(String.t() | pid(), String.t(), map()) :: :ok | {:error, term()}
+  def put_note(character, note_id, note) when is_binary(note_id) and is_map(note) do
+    with {:ok, _memory} <- Character.memory(character), do: {:error, :not_supported}
+  end
+end

@@ -1,0 +1,743 @@
+defmodule SoulMem.Character do
+  @moduledoc """
+  One running character: its memory graph, sliding window with cumulative
+  summary, retrieval records and feedback, and the Working/Idle state
+  machine (the seed's WorkingMemory).
+
+  Started through `SoulMem.Characters.ensure_started/2` (under a
+  `DynamicSupervisor`, `restart: :temporary`) and registered in
+  `SoulMem.Registry` under its id. The graph is imported in `handle_continue`,
+  so starting returns at once; requests wait until it is loaded.
+
+  Every function takes the character as its id or pid and returns
+  `{:error, :not_running}` when no such character runs (also when it stops
+  between lookup and call) and `{:error, :timeout}` when it does not answer
+  in time.
+
+  ## States
+
+  A request (push, recall, feedback, tag) moves the character to `:working`.
+  After `:idle_after` ms without one it becomes `:idle` and runs maintenance
+  (`SoulMem.Maintenance`) in a task: the character keeps serving, and a
+  request during maintenance does not cancel it. While idle, maintenance
+  repeats every `:maintenance_interval` ms. Sending the atom `:idle_timeout`
+  to the process makes it idle at once (tests, operators).
+
+  ## Events
+
+  `subscribe/1` makes the caller receive `{:soul_mem, character_id, event,
+  payload}`:
+
+    * `:state_changed` — `:working` or `:idle`;
+    * `:summary_updated` — the new cumulative summary;
+    * `:summary_failed` — `%{job: id, reason: reason}` (the job is retried
+      by the `:summarize_pending` maintenance task; its messages stay
+      visible);
+    * `:maintenance_done` — `%{tasks: [task], results: [{task, result}]}`.
+  """
+
+  use GenServer, restart: :temporary
+
+  require Logger
+
+  alias SoulMem.{Maintenance, Memory, Window}
+
+  @default_timeout 5_000
+  # Retrieval timestamps kept per note (newest); the NIF keeps the count.
+  @max_records_per_note 256
+
+  @type character :: String.t() | pid()
+  @type state_name :: :loading | :working | :idle
+  @type call_error :: {:error, :not_running | :timeout}
+
+  @start_opts [
+    :id,
+    :graph,
+    :memory,
+    :window,
+    :interval,
+    :max_bytes,
+    :idle_after,
+    :maintenance,
+    :maintenance_interval,
+    :embedder,
+    llm: [],
+    summary: ""
+  ]
+
+  ## Client API
+
+  @doc """
+  Starts a character. Use `SoulMem.Characters.ensure_started/2` instead.
+
+  Options:
+
+    * `:id` (required) — the character id (binary);
+    * `:graph` — a Graph JSON file to import, or `:memory` — an already
+      loaded `%SoulMem.Memory{}`; neither gives an empty graph;
+    * `:window` — window capacity (default: app env `:window`, 12);
+    * `:interval` — summary tag interval, at most the capacity (default:
+      app env `:summary_interval` capped at the capacity, else the capacity);
+    * `:max_bytes` — largest message text (default 16000);
+    * `:summary` — an initial cumulative summary;
+    * `:idle_after` — ms without requests before Idle (default: app env
+      `:idle_after_ms`, 5 min);
+    * `:maintenance` — implementation modules (default: app env
+      `:maintenance`);
+    * `:maintenance_interval` — ms between maintenance runs while Idle
+      (default: app env `:maintenance_interval_ms`, 10 min);
+    * `:embedder` — how the graph is embedded for retrieval after loading
+      (`SoulMem.Embedding`): `:auto` (default: app env `:embedder`, else
+      the model, falling back to `:hash` when it is missing), `:model`,
+      `:hash` or `:none`;
+    * `:llm` — options for `SoulMem.LLM.chat/2` (summaries), on top of the
+      application env; kept as a `SoulMem.LLM.Config` (the key is redacted
+      from inspect output).
+  """
+  @spec start_link(keyword()) :: GenServer.on_start()
+  def start_link(opts) do
+    opts = Keyword.validate!(opts, @start_opts)
+    id = Keyword.fetch!(opts, :id)
+
+    unless is_binary(id) and id != "",
+      do: raise(ArgumentError, "expected :id to be a non-empty binary, got: #{inspect(id)}")
+
+    GenServer.start_link(__MODULE__, opts, name: via(id))
+  end
+
+  @doc "The `:via` name of character `id` in `SoulMem.Registry`."
+  @spec via(String.t()) :: {:via, Registry, {SoulMem.Registry, String.t()}}
+  def via(id), do: {:via, Registry, {SoulMem.Registry, id}}
+
+  @doc """
+  Pushes one message or a list of messages (`%{role: :user | :assistant,
+  text: binary}`, optional `:at`, default now; roles may also be the strings
+  `"user"`/`"assistant"`) into the window. A list is all or nothing: on an
+  invalid message the window is unchanged and its error returned.
+  """
+  @spec push(character(), map() | [map()], timeout()) ::
+          :ok | {:error, Window.error_reason()} | call_error()
+  def push(character, messages, timeout \\ @default_timeout),
+    do: call(character, {:push, List.wrap(messages)}, timeout)
+
+  @doc """
+  First half of a recall (`SoulMem.recall/3`): pushes `messages`, marks the
+  character working and returns what retrieval needs — the memory graph, the
+  visible window and the summary.
+  """
+  @spec prepare_recall(character(), [map()], timeout()) ::
+          {:ok, %{memory: Memory.t(), window: [Window.message()], summary: String.t()}}
+          | {:error, Window.error_reason()}
+          | call_error()
+  def prepare_recall(character, messages, timeout \\ @default_timeout),
+    do: call(character, {:prepare_recall, messages}, timeout)
+
+  @doc """
+  Records that the notes `ids` (readable ids) were returned by a recall at
+  `at`: appended to the character's records and passed to
+  `retrieval.record/3` (default `SoulMem.Retrieval`: retrieval count and last
+  access time in the graph; skipped while that module is not available).
+  Asynchronous.
+  """
+  @spec record(character(), [String.t()], DateTime.t(), module() | nil) ::
+          :ok | {:error, :not_running}
+  def record(character, ids, %DateTime{} = at, retrieval \\ nil) when is_list(ids) do
+    retrieval = retrieval || Application.get_env(:soul_mem, :retrieval, SoulMem.Retrieval)
+
+    case resolve(character) do
+      nil -> {:error, :not_running}
+      pid -> GenServer.cast(pid, {:record, ids, at, retrieval})
+    end
+  end
+
+  @doc """
+  The retrieval records: `%{note_id => [DateTime]}`, oldest first (the last
+  256 per note).
+  """
+  @spec records(character(), timeout()) :: {:ok, %{String.t() => [DateTime.t()]}} | call_error()
+  def records(character, timeout \\ @default_timeout), do: call(character, :records, timeout)
+
+  @doc """
+  Stores user feedback on a note: `+1` or `-1`. Other values fail with
+  `{:error, :invalid_feedback}`, a non-binary or empty id with
+  `{:error, :invalid_note_id}`, a note not in the graph with
+  `{:error, :not_found}`. The last 256 per note are kept.
+  """
+  @spec feedback(character(), String.t(), 1 | -1, timeout()) ::
+          :ok | {:error, :invalid_feedback | :invalid_note_id | :not_found} | call_error()
+  def feedback(character, note_id, value, timeout \\ @default_timeout) do
+    cond do
+      not is_binary(note_id) or note_id == "" -> {:error, :invalid_note_id}
+      value not in [1, -1] -> {:error, :invalid_feedback}
+      true -> call(character, {:feedback, note_id, value}, timeout)
+    end
+  end
+
+  @doc "The feedback: `%{note_id => [{+1 | -1, DateTime}]}`, oldest first."
+  @spec feedbacks(character(), timeout()) ::
+          {:ok, %{String.t() => [{1 | -1, DateTime.t()}]}} | call_error()
+  def feedbacks(character, timeout \\ @default_timeout), do: call(character, :feedbacks, timeout)
+
+  @doc """
+  Subscribes the caller to the character's events (see the moduledoc). The
+  subscription ends when the caller exits.
+  """
+  @spec subscribe(character(), timeout()) :: :ok | call_error()
+  def subscribe(character, timeout \\ @default_timeout),
+    do: call(character, {:subscribe, self()}, timeout)
+
+  @doc "Ends the caller's subscription."
+  @spec unsubscribe(character(), timeout()) :: :ok | call_error()
+  def unsubscribe(character, timeout \\ @default_timeout),
+    do: call(character, {:unsubscribe, self()}, timeout)
+
+  @doc "Forces a summary tag on the newest message (conversation ended, topic switch)."
+  @spec tag(character(), timeout()) :: :ok | call_error()
+  def tag(character, timeout \\ @default_timeout), do: call(character, :tag, timeout)
+
+  @doc "The window struct (with pending messages, jobs and summary)."
+  @spec window(character(), timeout()) :: {:ok, Window.t()} | call_error()
+  def window(character, timeout \\ @default_timeout), do: call(character, :window, timeout)
+
+  @doc "The cumulative summary."
+  @spec summary(character(), timeout()) :: {:ok, String.t()} | call_error()
+  def summary(character, timeout \\ @default_timeout), do: call(character, :summary, timeout)
+
+  @doc "The memory graph."
+  @spec memory(character(), timeout()) :: {:ok, Memory.t()} | call_error()
+  def memory(character, timeout \\ @default_timeout), do: call(character, :memory, timeout)
+
+  @doc """
+  A summary of the character for operators: `%{id, state, window_size,
+  pending, jobs, summary_length, maintenance_running, stats}`.
+  """
+  @spec info(character(), timeout()) :: {:ok, map()} | call_error()
+  def info(character, timeout \\ @default_timeout), do: call(character, :info, timeout)
+
+  @doc """
+  Runs one maintenance task now, whatever the state (operators). Returns
+  `:ok` once started (the result comes as a `:maintenance_done` event),
+  `{:error, :unsupported}` when no configured implementation handles it,
+  `{:error, :busy}` while maintenance runs.
+  """
+  @spec force(character(), Maintenance.task(), timeout()) ::
+          :ok | {:error, :unsupported | :busy} | call_error()
+  def force(character, task, timeout \\ @default_timeout),
+    do: call(character, {:force, task}, timeout)
+
+  defp call(character, message, timeout) do
+    case resolve(character) do
+      nil ->
+        {:error, :not_running}
+
+      pid ->
+        try do
+          GenServer.call(pid, message, timeout)
+        catch
+          :exit, {:timeout, _} -> {:error, :timeout}
+          :exit, _ -> {:error, :not_running}
+        end
+    end
+  end
+
+  defp resolve(pid) when is_pid(pid), do: pid
+
+  defp resolve(id) when is_binary(id), do: SoulMem.Characters.whereis(id)
+
+  defp resolve(_), do: nil
+
+  ## Server
+
+  @impl true
+  def init(opts) do
+    id = Keyword.fetch!(opts, :id)
+    capacity = opts[:window] || Application.get_env(:soul_mem, :window, 12)
+
+    window =
+      Window.new(
+        capacity: capacity,
+        interval:
+          opts[:interval] ||
+            min(Application.get_env(:soul_mem, :summary_interval, capacity), capacity),
+        max_bytes: opts[:max_bytes],
+        summary: opts[:summary]
+      )
+
+    state = %{
+      id: id,
+      source: source(opts),
+      memory: nil,
+      window: window,
+      status: :loading,
+      idle_after: opts[:idle_after] || Application.get_env(:soul_mem, :idle_after_ms, 300_000),
+      idle_ref: nil,
+      idle_timer: nil,
+      maintenance: opts[:maintenance] || Maintenance.implementations(),
+      maintenance_interval:
+        opts[:maintenance_interval] ||
+          Application.get_env(:soul_mem, :maintenance_interval_ms, 600_000),
+      maintenance_ref: nil,
+      maintenance_timer: nil,
+      llm: llm_opts(opts[:llm]),
+      embedder: embedder!(opts[:embedder] || Application.get_env(:soul_mem, :embedder, :auto)),
+      subscribers: %{},
+      records: %{},
+      feedback: %{},
+      tasks: %{}
+    }
+
+    case state.source do
+      {:graph, path} ->
+        if File.regular?(path),
+          do: {:ok, state, {:continue, :load}},
+          else: {:stop, {:graph_not_found, path}}
+
+      _ ->
+        {:ok, state, {:continue, :load}}
+    end
+  end
+
+  # The LLM settings are kept as a SoulMem.LLM.Config, whose Inspect hides
+  # the API key (state dumps, crash reports).
+  defp llm_opts(llm) do
+    {config_opts, rest} = Keyword.split(llm, SoulMem.LLM.Config.keys())
+    config = SoulMem.LLM.Config.merge(SoulMem.LLM.Config.from_env(), config_opts)
+    Keyword.put(rest, :config, config)
+  end
+
+  defp embedder!(e) when e in [:auto, :model, :hash, :none], do: e
+
+  defp embedder!(other),
+    do:
+      raise(
+        ArgumentError,
+        "expected :embedder :auto | :model | :hash | :none, got: #{inspect(other)}"
+      )
+
+  defp source(opts) do
+    cond do
+      match?(%Memory{}, opts[:memory]) -> {:memory, opts[:memory]}
+      opts[:memory] != nil -> raise ArgumentError, "expected :memory to be a %SoulMem.Memory{}"
+      is_binary(opts[:graph]) -> {:graph, opts[:graph]}
+      opts[:graph] != nil -> raise ArgumentError, "expected :graph to be a path"
+      true -> :empty
+    end
+  end
+
+  @impl true
+  def handle_continue(:load, state) do
+    loaded =
+      case state.source do
+        {:memory, memory} -> {:ok, memory}
+        {:graph, path} -> Memory.import_file(state.id, path)
+        :empty -> {:ok, Memory.new(state.id)}
+      end
+
+    case with({:ok, memory} <- loaded, :ok <- embed(state, memory), do: {:ok, memory}) do
+      {:ok, memory} ->
+        {:noreply, %{state | memory: memory, status: :idle, source: nil}}
+
+      {:error, error} ->
+        Logger.error("character #{state.id}: cannot load its graph: #{Exception.message(error)}")
+        {:stop, {:shutdown, {:load_failed, error}}, state}
+    end
+  end
+
+  # Retrieval needs the graph embedded (SoulMem.Embedding, called by name
+  # so that this module compiles without it). `:auto` uses the model and
+  # falls back to the lexical hash embedder when the model is missing.
+  defp embed(%{embedder: :none}, _memory), do: :ok
+
+  defp embed(state, memory) do
+    embedding = Application.get_env(:soul_mem, :embedding_module, SoulMem.Embedding)
+
+    if Code.ensure_loaded?(embedding) and function_exported?(embedding, :embed_graph, 2) do
+      do_embed(embedding, state, memory)
+    else
+      :ok
+    end
+  end
+
+  defp do_embed(embedding, %{embedder: :auto} = state, memory) do
+    with {:ok, _model} <- embedding.ensure_loaded([]),
+         {:ok, _} <- embedding.embed_graph(memory, embedder: :model, progress: self()) do
+      :ok
+    else
+      {:error, error} ->
+        Logger.warning(
+          "character #{state.id}: embedding model unavailable (#{Exception.message(error)}); " <>
+            "using the lexical hash embedder"
+        )
+
+        do_embed(embedding, %{state | embedder: :hash}, memory)
+    end
+  end
+
+  defp do_embed(embedding, %{embedder: embedder}, memory) do
+    if embedder == :model, do: embedding.ensure_loaded([])
+
+    case embedding.embed_graph(memory, embedder: embedder, progress: self()) do
+      {:ok, _} -> :ok
+      {:error, _} = error -> error
+    end
+  end
+
+  @impl true
+  def handle_call({:push, messages}, _from, state) do
+    case push_messages(state, messages) do
+      {:ok, state} -> {:reply, :ok, state |> touch() |> dispatch_summary()}
+      {:error, _} = error -> {:reply, error, touch(state)}
+    end
+  end
+
+  def handle_call({:prepare_recall, messages}, _from, state) do
+    case push_messages(state, messages) do
+      {:ok, state} ->
+        state = state |> touch() |> dispatch_summary()
+
+        reply = %{
+          memory: state.memory,
+          window: Window.visible(state.window),
+          summary: Window.summary(state.window)
+        }
+
+        {:reply, {:ok, reply}, state}
+
+      {:error, _} = error ->
+        {:reply, error, touch(state)}
+    end
+  end
+
+  def handle_call(:records, _from, state),
+    do: {:reply, {:ok, reverse_values(state.records)}, state}
+
+  def handle_call(:feedbacks, _from, state),
+    do: {:reply, {:ok, reverse_values(state.feedback)}, state}
+
+  def handle_call({:feedback, id, value}, _from, state) do
+    case Memory.get_note(state.memory, id) do
+      {:ok, _note} ->
+        entry = {value, DateTime.utc_now()}
+
+        feedback =
+          Map.update(state.feedback, id, [entry], &Enum.take([entry | &1], @max_records_per_note))
+
+        {:reply, :ok, touch(%{state | feedback: feedback})}
+
+      {:error, %SoulMem.Error{reason: :not_found}} ->
+        {:reply, {:error, :not_found}, touch(state)}
+
+      {:error, _} = error ->
+        {:reply, error, touch(state)}
+    end
+  end
+
+  def handle_call({:subscribe, pid}, _from, state) do
+    subscribers = Map.put_new_lazy(state.subscribers, pid, fn -> Process.monitor(pid) end)
+
+    {:reply, :ok, %{state | subscribers: subscribers}}
+  end
+
+  def handle_call({:unsubscribe, pid}, _from, state) do
+    {mref, subscribers} = Map.pop(state.subscribers, pid)
+    if mref, do: Process.demonitor(mref, [:flush])
+    {:reply, :ok, %{state | subscribers: subscribers}}
+  end
+
+  def handle_call(:tag, _from, state),
+    do: {:reply, :ok, touch(%{state | window: Window.tag_last(state.window)})}
+
+  def handle_call(:window, _from, state), do: {:reply, {:ok, state.window}, state}
+
+  def handle_call(:summary, _from, state),
+    do: {:reply, {:ok, Window.summary(state.window)}, state}
+
+  def handle_call(:memory, _from, state), do: {:reply, {:ok, state.memory}, state}
+
+  def handle_call(:info, _from, state) do
+    info = %{
+      id: state.id,
+      state: state.status,
+      window_size: Window.size(state.window),
+      pending: length(state.window.pending),
+      jobs: length(Window.jobs(state.window)),
+      summary_length: String.length(Window.summary(state.window)),
+      maintenance_running: state.maintenance_ref != nil,
+      stats: Memory.stats(state.memory)
+    }
+
+    {:reply, {:ok, info}, state}
+  end
+
+  def handle_call({:force, task}, _from, state) do
+    cond do
+      task not in Maintenance.all_tasks() or not Maintenance.supported?(task, state.maintenance) ->
+        {:reply, {:error, :unsupported}, state}
+
+      state.maintenance_ref != nil ->
+        {:reply, {:error, :busy}, state}
+
+      true ->
+        {:reply, :ok, start_maintenance(state, [task])}
+    end
+  end
+
+  @impl true
+  def handle_cast({:record, ids, at, retrieval}, state) do
+    records =
+      Enum.reduce(ids, state.records, fn id, acc ->
+        Map.update(acc, id, [at], &Enum.take([at | &1], @max_records_per_note))
+      end)
+
+    record_in_graph(state, retrieval, ids, at)
+    {:noreply, %{state | records: records}}
+  end
+
+  @impl true
+  def handle_info({:idle_timeout, ref}, %{idle_ref: ref} = state), do: {:noreply, go_idle(state)}
+  def handle_info({:idle_timeout, _stale}, state), do: {:noreply, state}
+  def handle_info(:idle_timeout, state), do: {:noreply, go_idle(state)}
+
+  def handle_info(:maintenance_tick, state) do
+    state = %{state | maintenance_timer: nil}
+
+    if state.status == :idle and state.maintenance_ref == nil,
+      do: {:noreply, start_maintenance(state, Maintenance.all_tasks())},
+      else: {:noreply, state}
+  end
+
+  def handle_info({ref, result}, state) when is_reference(ref) and is_map_key(state.tasks, ref) do
+    Process.demonitor(ref, [:flush])
+    {kind, tasks} = Map.pop(state.tasks, ref)
+    {:noreply, task_done(%{state | tasks: tasks}, kind, result)}
+  end
+
+  def handle_info({:DOWN, ref, :process, _pid, reason}, state)
+      when is_map_key(state.tasks, ref) do
+    {kind, tasks} = Map.pop(state.tasks, ref)
+    {:noreply, task_done(%{state | tasks: tasks}, kind, {:error, {:crashed, reason}})}
+  end
+
+  def handle_info({:DOWN, mref, :process, pid, _reason}, state) do
+    case state.subscribers do
+      %{^pid => ^mref} -> {:noreply, %{state | subscribers: Map.delete(state.subscribers, pid)}}
+      _ -> {:noreply, state}
+    end
+  end
+
+  def handle_info({:soul_mem_embed_progress, _done, _total}, state), do: {:noreply, state}
+
+  def handle_info(message, state) do
+    Logger.debug("character #{state.id}: unexpected message #{inspect(message, limit: 5)}")
+    {:noreply, state}
+  end
+
+  ## Window and summaries
+
+  defp push_messages(state, messages) when is_list(messages) do
+    now = DateTime.utc_now()
+
+    with {:ok, window} <- Window.push_all(state.window, Enum.map(messages, &normalize(&1, now))) do
+      {:ok, %{state | window: window}}
+    end
+  end
+
+  defp push_messages(_state, _messages), do: {:error, :invalid_message}
+
+  defp normalize(%{} = message, now) do
+    role =
+      case Map.get(message, :role) do
+        "user" -> :user
+        "assistant" -> :assistant
+        role -> role
+      end
+
+    %{role: role, text: Map.get(message, :text), at: Map.get(message, :at) || now}
+  end
+
+  defp normalize(other, _now), do: other
+
+  defp dispatch_summary(state) do
+    case Window.next_job(state.window) do
+      {:ok, job, window} ->
+        prompt = Window.prompt(job, Window.summary(window))
+        llm = state.llm
+
+        task =
+          Task.Supervisor.async_nolink(SoulMem.TaskSupervisor, fn ->
+            SoulMem.LLM.chat(prompt, llm)
+          end)
+
+        %{state | window: window, tasks: Map.put(state.tasks, task.ref, {:summary, job.id})}
+
+      :none ->
+        state
+    end
+  end
+
+  defp task_done(state, {:summary, job_id}, {:ok, %{content: content}}) do
+    summary = String.trim(content)
+
+    case Window.complete(state.window, job_id, summary) do
+      {:ok, window} ->
+        notify(state, :summary_updated, summary)
+        dispatch_summary(%{state | window: window})
+
+      {:error, :unknown_job} ->
+        state
+    end
+  end
+
+  defp task_done(state, {:summary, job_id}, {:error, reason}) do
+    Logger.warning(
+      "character #{state.id}: summary job #{job_id} failed (#{inspect(reason, limit: 5)}); " <>
+        "it is retried by maintenance"
+    )
+
+    notify(state, :summary_failed, %{job: job_id, reason: reason})
+    %{state | window: Window.fail(state.window, job_id)}
+  end
+
+  defp task_done(state, {:maintenance, tasks}, result) do
+    results =
+      case result do
+        list when is_list(list) -> list
+        {:error, reason} -> Enum.map(tasks, &{&1, {:error, reason}})
+      end
+
+    window =
+      results
+      |> Enum.flat_map(fn
+        {_task, {:ok, changes}} -> changes
+        _ -> []
+      end)
+      |> Enum.reduce(state.window, fn
+        {:summary_done, job_id, summary}, window ->
+          case Window.complete(window, job_id, summary) do
+            {:ok, window} -> window
+            {:error, _} -> window
+          end
+
+        _other, window ->
+          window
+      end)
+
+    # Jobs the retry did not complete stay failed until the next run.
+    window =
+      case Enum.find(Window.jobs(window), &(&1.status == :in_flight)) do
+        nil -> window
+        job -> Window.fail(window, job.id)
+      end
+
+    state = %{state | window: window, maintenance_ref: nil}
+
+    summary_changed? =
+      Enum.any?(results, fn
+        {_task, {:ok, changes}} -> Enum.any?(changes, &match?({:summary_done, _, _}, &1))
+        _ -> false
+      end)
+
+    if summary_changed?, do: notify(state, :summary_updated, Window.summary(window))
+    notify(state, :maintenance_done, %{tasks: tasks, results: results})
+
+    state |> dispatch_summary() |> schedule_maintenance()
+  end
+
+  ## States and maintenance
+
+  defp touch(state) do
+    if state.idle_timer, do: Process.cancel_timer(state.idle_timer)
+    if state.maintenance_timer, do: Process.cancel_timer(state.maintenance_timer)
+    # The timer message carries a fresh ref: one already in the mailbox is stale.
+    ref = make_ref()
+    timer = Process.send_after(self(), {:idle_timeout, ref}, state.idle_after)
+    state = %{state | idle_ref: ref, idle_timer: timer, maintenance_timer: nil}
+
+    if state.status == :working do
+      state
+    else
+      notify(state, :state_changed, :working)
+      %{state | status: :working}
+    end
+  end
+
+  defp go_idle(%{status: :idle} = state), do: state
+
+  defp go_idle(state) do
+    state = %{state | status: :idle, idle_ref: nil, idle_timer: nil}
+    notify(state, :state_changed, :idle)
+
+    if state.maintenance_ref == nil,
+      do: start_maintenance(state, Maintenance.all_tasks()),
+      else: state
+  end
+
+  defp start_maintenance(state, tasks) do
+    tasks = Enum.filter(tasks, &Maintenance.supported?(&1, state.maintenance))
+
+    {jobs, window} =
+      if :summarize_pending in tasks do
+        case Window.checkout_failed(state.window) do
+          {:ok, jobs, window} -> {jobs, window}
+          :none -> {[], state.window}
+        end
+      else
+        {[], state.window}
+      end
+
+    snapshot = %{
+      character: state.id,
+      memory: state.memory,
+      window: window,
+      jobs: jobs,
+      records: reverse_values(state.records),
+      feedback: reverse_values(state.feedback),
+      llm: state.llm
+    }
+
+    impls = state.maintenance
+
+    task =
+      Task.Supervisor.async_nolink(SoulMem.TaskSupervisor, fn ->
+        Maintenance.run_all(tasks, snapshot, impls)
+      end)
+
+    %{
+      state
+      | window: window,
+        maintenance_ref: task.ref,
+        tasks: Map.put(state.tasks, task.ref, {:maintenance, tasks})
+    }
+  end
+
+  defp schedule_maintenance(%{status: :idle, maintenance_timer: nil} = state) do
+    timer = Process.send_after(self(), :maintenance_tick, state.maintenance_interval)
+    %{state | maintenance_timer: timer}
+  end
+
+  defp schedule_maintenance(state), do: state
+
+  ## Helpers
+
+  defp record_in_graph(state, retrieval, ids, at) do
+    if ids != [] and Code.ensure_loaded?(retrieval) and function_exported?(retrieval, :record, 3) do
+      case retrieval.record(state.memory, ids, at) do
+        {:error, error} ->
+          Logger.warning("character #{state.id}: recording retrievals failed: #{inspect(error)}")
+
+        _ok ->
+          :ok
+      end
+    end
+  rescue
+    error ->
+      Logger.warning("character #{state.id}: recording retrievals raised: #{inspect(error)}")
+  end
+
+  defp notify(state, event, payload) do
+    for {pid, _mref} <- state.subscribers, do: send(pid, {:soul_mem, state.id, event, payload})
+    :ok
+  end
+
+  defp reverse_values(map), do: Map.new(map, fn {k, v} -> {k, Enum.reverse(v)} end)
+end

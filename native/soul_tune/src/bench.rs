@@ -1,0 +1,367 @@
+//! `soul_tune bench retrieval`: latency of the retrieval core on synthetic graphs.
+//!
+//! Graphs have a realistic kind mix (40 % semantic, 35 % specific situations, 10 % abstract,
+//! 15 % procedures), power-law out-degrees (Pareto, α = 1.5, capped at 200) with targets
+//! biased towards early nodes (power-law in-degrees), trigger links from situations to
+//! procedures, 200 tags in Zipf use, and 384-dim vectors drawn around 64 topic centroids
+//! (cosine ≈ 0.7 to their centroid) so that a query from one topic has genuine hits above
+//! the similarity floor. Everything is single-threaded. Query embedding is excluded: query
+//! vectors are precomputed.
+
+use soul_mem_core::graph::MemoryGraph;
+use soul_mem_core::model::*;
+use soul_mem_core::retrieval::query::EmbeddedQuery;
+use soul_mem_core::retrieval::*;
+use std::time::Instant;
+
+const DIM: usize = 384;
+const TOPICS: usize = 64;
+const TAGS: usize = 200;
+
+/// splitmix64: deterministic, dependency-free.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn unit(&mut self) -> f64 {
+        ((self.next() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+    /// Approximately standard normal (sum of uniforms), enough for noise.
+    fn gauss(&mut self) -> f32 {
+        ((0..4).map(|_| self.unit()).sum::<f64>() - 2.0) as f32 * 1.732
+    }
+    fn zipf(&mut self, n: usize) -> usize {
+        // Inverse-CDF of a continuous power law over [1, n].
+        let u = self.unit();
+        ((n as f64).powf(u) as usize).saturating_sub(1).min(n - 1)
+    }
+}
+
+fn normalise(v: &mut [f32]) {
+    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if n > 0.0 {
+        v.iter_mut().for_each(|x| *x /= n);
+    }
+}
+
+fn around(rng: &mut Rng, c: &[f32], noise: f32) -> Vec<f32> {
+    let mut v: Vec<f32> = c
+        .iter()
+        .map(|x| x + noise * rng.gauss() / (DIM as f32).sqrt())
+        .collect();
+    normalise(&mut v);
+    v
+}
+
+struct Synthetic {
+    graph: MemoryGraph,
+    vectors: NodeVectors,
+    centroids: Vec<Vec<f32>>,
+    tag_vecs: Vec<Vec<f32>>,
+}
+
+fn synth(n: usize, seed: u64) -> soul_mem_core::Result<Synthetic> {
+    let mut rng = Rng(seed);
+    let centroids: Vec<Vec<f32>> = (0..TOPICS)
+        .map(|_| {
+            let mut v: Vec<f32> = (0..DIM).map(|_| rng.gauss()).collect();
+            normalise(&mut v);
+            v
+        })
+        .collect();
+    let tag_vecs: Vec<Vec<f32>> = (0..TAGS)
+        .map(|_| {
+            let mut v: Vec<f32> = (0..DIM).map(|_| rng.gauss()).collect();
+            normalise(&mut v);
+            v
+        })
+        .collect();
+    // soul_tune does not depend on chrono: the timestamp type is inferred from MemoryNote::new.
+    let t0 = serde_json::from_str("\"2026-06-01T00:00:00Z\"")
+        .map_err(|e| soul_mem_core::Error::InvalidJson(e.to_string()))?;
+    let kinds: Vec<NodeKind> = (0..n)
+        .map(|_| match rng.below(100) {
+            0..40 => NodeKind::Semantic,
+            40..75 => NodeKind::SpecificSituation,
+            75..85 => NodeKind::AbstractSituation,
+            _ => NodeKind::Procedure,
+        })
+        .collect();
+    let rid = |i: usize| format!("n{i}");
+    let ids: Vec<MemoryId> = (0..n).map(|i| MemoryId::derive("bench", &rid(i))).collect();
+    let by_kind = |k: NodeKind| -> Vec<usize> { (0..n).filter(|&i| kinds[i] == k).collect() };
+    let procs = by_kind(NodeKind::Procedure);
+    let abstracts = by_kind(NodeKind::AbstractSituation);
+    let mut graph = MemoryGraph::new("bench");
+    let mut vectors = NodeVectors::new(DIM)?;
+    for i in 0..n {
+        let topic = rng.below(TOPICS);
+        let mem_type = match kinds[i] {
+            NodeKind::Semantic => MemoryType::Semantic(SemMemory {
+                content: format!("概念{i}"),
+                aliases: vec![],
+                concept_type: ConceptType::Entity,
+                description: format!("描述{topic}"),
+            }),
+            NodeKind::SpecificSituation => {
+                MemoryType::Situation(Situation::SpecificSituation(SpecificSituation {
+                    narrative: format!("情境{i}"),
+                    time_span: None,
+                    context: Context::default(),
+                }))
+            }
+            NodeKind::AbstractSituation => {
+                MemoryType::Situation(Situation::AbstractSituation(AbstractSituation::Location(
+                    Location {
+                        name: format!("地点{i}"),
+                        coordinates: String::new(),
+                    },
+                )))
+            }
+            NodeKind::Procedure => MemoryType::Procedure(ProcMemory {
+                action: Action {
+                    content: format!("动作{i}"),
+                    action_type: ActionType::Speak,
+                },
+            }),
+        };
+        let mut note = MemoryNote::new("bench", rid(i), mem_type, t0);
+        note.tags = (0..1 + rng.below(3))
+            .map(|_| format!("tag{}", rng.zipf(TAGS)))
+            .collect();
+        note.tags.dedup();
+        // Links: power-law out-degree, targets biased to early nodes.
+        let deg = ((1.0 / rng.unit().powf(1.0 / 1.5)) as usize).min(200);
+        for _ in 0..deg {
+            let j = ((rng.unit() * rng.unit()) * n as f64) as usize % n;
+            if kinds[j] == NodeKind::Procedure {
+                continue;
+            }
+            let link_type = if kinds[i].is_situation() && kinds[j].is_situation() {
+                MemoryLinkType::Situation(SituationMemLink::SpecificToAbstract {})
+            } else {
+                MemoryLinkType::Sem(SemMemLink {
+                    verb: "related".into(),
+                    confidence: 0.5 + 0.5 * rng.unit() as f32,
+                })
+            };
+            push_link(&mut note, ids[j], rng.unit() + 0.2, link_type);
+        }
+        if kinds[i] == NodeKind::SpecificSituation && !abstracts.is_empty() {
+            let a = abstracts[rng.below(abstracts.len())];
+            push_link(
+                &mut note,
+                ids[a],
+                1.0,
+                MemoryLinkType::Situation(SituationMemLink::SpecificToAbstract {}),
+            );
+        }
+        if kinds[i].is_situation() && !procs.is_empty() {
+            for _ in 0..1 + rng.below(2) {
+                let p = procs[rng.below(procs.len())];
+                push_link(
+                    &mut note,
+                    ids[p],
+                    1.0,
+                    MemoryLinkType::Proc(ProcMemLink::TrigToAction { prob: rng.unit() }),
+                );
+            }
+        }
+        let texts = node_texts(&note);
+        let vecs: Vec<Vec<f32>> = texts
+            .iter()
+            .map(|(k, t)| match k {
+                FieldKind::Tag => {
+                    let tid: usize = t.trim_start_matches("tag").parse().unwrap_or(0);
+                    tag_vecs[tid % TAGS].clone()
+                }
+                _ => around(&mut rng, &centroids[topic], 1.0),
+            })
+            .collect();
+        let items: Vec<(FieldKind, &str, &[f32])> = texts
+            .iter()
+            .zip(&vecs)
+            .map(|((k, t), v)| (*k, t.as_str(), v.as_slice()))
+            .collect();
+        vectors.push_node(note.id, &items)?;
+        graph.insert(note)?;
+    }
+    Ok(Synthetic {
+        graph,
+        vectors,
+        centroids,
+        tag_vecs,
+    })
+}
+
+fn push_link(note: &mut MemoryNote, to: MemoryId, intensity: f64, link_type: MemoryLinkType) {
+    let ord = note.links.len();
+    note.links.push(MemoryLink {
+        id: LinkId::derive(note.id, to, ord),
+        from: note.id,
+        to,
+        intensity,
+        link_type,
+    });
+}
+
+/// A query of one topic, with its vectors in `QueryTexts` order.
+fn make_query(s: &Synthetic, rng: &mut Rng) -> (SubQuery, QueryVectors) {
+    let topic = rng.below(TOPICS);
+    let tags = vec![format!("tag{}", rng.zipf(TAGS))];
+    let variant = if rng.below(2) == 0 {
+        QueryVariant::Semantic(vec![soul_mem_core::retrieval::query::SemQueryUnit {
+            concept_identifier: format!("概念{}", rng.below(s.graph.len())),
+            description: format!("描述{topic}"),
+        }])
+    } else {
+        QueryVariant::Situation(vec![soul_mem_core::retrieval::query::SitQueryUnit {
+            narrative: format!("情境{topic}"),
+            ..Default::default()
+        }])
+    };
+    let q = SubQuery {
+        priority: 1 + rng.below(10) as u32,
+        tag: tags,
+        variant,
+    };
+    let texts = QueryTexts::of(&q);
+    let vecs = texts
+        .items
+        .iter()
+        .map(|(slot, t)| match slot {
+            soul_mem_core::retrieval::query::QuerySlot::Tag(_) => {
+                let tid: usize = t.trim_start_matches("tag").parse().unwrap_or(0);
+                s.tag_vecs[tid % TAGS].clone()
+            }
+            _ => around(rng, &s.centroids[topic], 0.5),
+        })
+        .collect();
+    (q, vecs)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn time_ms(mut f: impl FnMut()) -> f64 {
+    let t = Instant::now();
+    f();
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+fn stats(mut v: Vec<f64>) -> (f64, f64) {
+    v.sort_by(f64::total_cmp);
+    (percentile(&v, 0.5), percentile(&v, 0.99))
+}
+
+/// Runs the retrieval benchmark for each graph size and prints a table.
+pub fn retrieval(sizes: &[usize]) -> soul_mem_core::Result<()> {
+    println!(
+        "| nodes | edges | PPR push p50/p99 ms | pushes (avg) | power iter (50 it) p50/p99 ms | similarity p50/p99 ms | pipeline p50/p99 ms | memories/actions (avg) |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for &n in sizes {
+        let build = Instant::now();
+        let s = synth(n, 0xB3C4 ^ n as u64)?;
+        let idx = RetrievalIndex::build(&s.graph, s.vectors.clone())?;
+        let mut cfg = PipelineConfig::default();
+        cfg.similarity.parallel_min_nodes = usize::MAX; // single thread
+        let csr = idx.transition(&cfg.assoc_with_action.association)?;
+        eprintln!(
+            "n={n}: synthetic graph + index built in {:.1}s ({} MB vectors)",
+            build.elapsed().as_secs_f64(),
+            idx.vectors().vector_bytes() / 1_000_000
+        );
+        let reps = match n {
+            0..=2_000 => 1000,
+            2_001..=20_000 => 300,
+            _ => 60,
+        };
+        let mut rng = Rng(42);
+        let queries: Vec<(SubQuery, QueryVectors)> =
+            (0..50).map(|_| make_query(&s, &mut rng)).collect();
+        let embedded: Vec<EmbeddedQuery> = queries
+            .iter()
+            .map(|(q, v)| EmbeddedQuery::assemble(q, v, idx.vectors().dim()))
+            .collect::<soul_mem_core::Result<_>>()?;
+        // Warm up caches and the workspace.
+        for (q, v) in queries.iter().take(5) {
+            DefaultPipeline::run(&idx, std::slice::from_ref(q), std::slice::from_ref(v), &cfg, None)?;
+        }
+        let (mut sim_t, mut push_t, mut naive_t, mut pipe_t) = (vec![], vec![], vec![], vec![]);
+        let (mut pushes, mut mems, mut acts) = (0u64, 0usize, 0usize);
+        let mut ws = PprWorkspace::new();
+        let params = PprParams::default();
+        let naive_reps = (reps / 10).max(5);
+        for r in 0..reps {
+            let k = r % queries.len();
+            let eq = &embedded[k];
+            let mut seeds = Vec::new();
+            sim_t.push(time_ms(|| seeds = similarity(&idx, eq, &cfg.similarity)));
+            let src: Vec<(u32, f64)> = if seeds.is_empty() {
+                vec![(r as u32 % n as u32, 1.0)]
+            } else {
+                seeds.iter().map(|&(i, sc)| (i, f64::from(sc))).collect()
+            };
+            let mut err = None;
+            push_t.push(time_ms(|| {
+                if let Err(e) = forward_push(&csr, &src, &params, &mut ws) {
+                    err = Some(e);
+                }
+            }));
+            pushes += ws.last_pushes;
+            if r < naive_reps {
+                naive_t.push(time_ms(|| {
+                    if let Err(e) = naive_ppr(&csr, &src, params.damping, 50) {
+                        err = Some(e);
+                    }
+                }));
+            }
+            let (q, v) = &queries[k];
+            let mut res = None;
+            pipe_t.push(time_ms(|| {
+                res = Some(DefaultPipeline::run(
+                    &idx,
+                    std::slice::from_ref(q),
+                    std::slice::from_ref(v),
+                    &cfg,
+                    None,
+                ))
+            }));
+            if let Some(e) = err {
+                return Err(e);
+            }
+            if let Some(r) = res {
+                let r = r?;
+                mems += r.memories.len();
+                acts += r.actions.len();
+            }
+        }
+        let (sp50, sp99) = stats(sim_t);
+        let (pp50, pp99) = stats(push_t);
+        let (np50, np99) = stats(naive_t);
+        let (lp50, lp99) = stats(pipe_t);
+        println!(
+            "| {n} | {} | {pp50:.3} / {pp99:.3} | {} | {np50:.2} / {np99:.2} | {sp50:.3} / {sp99:.3} | {lp50:.3} / {lp99:.3} | {:.1} / {:.1} |",
+            csr.edge_count(),
+            pushes / reps as u64,
+            mems as f64 / reps as f64,
+            acts as f64 / reps as f64,
+        );
+    }
+    Ok(())
+}
