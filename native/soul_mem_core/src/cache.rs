@@ -34,6 +34,15 @@ pub fn text_hash(text: &str) -> [u8; 32] {
     Sha256::digest(text.as_bytes()).into()
 }
 
+const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS embeddings (
+       model TEXT NOT NULL,
+       kind  TEXT NOT NULL,
+       hash  BLOB NOT NULL,
+       dim   INTEGER NOT NULL,
+       vec   BLOB NOT NULL,
+       PRIMARY KEY (model, kind, hash)
+     ) WITHOUT ROWID;";
+
 impl EmbeddingCache {
     /// Opens (creating if needed) the cache at `path`.
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
@@ -42,39 +51,14 @@ impl EmbeddingCache {
             std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, &e))?;
         }
         let conn = Connection::open(&path).map_err(|e| db_err(&path, e))?;
-        conn.execute_batch(
-            "PRAGMA journal_mode=WAL;
-             PRAGMA synchronous=NORMAL;
-             CREATE TABLE IF NOT EXISTS embeddings (
-               model TEXT NOT NULL,
-               kind  TEXT NOT NULL,
-               hash  BLOB NOT NULL,
-               dim   INTEGER NOT NULL,
-               vec   BLOB NOT NULL,
-               PRIMARY KEY (model, kind, hash)
-             ) WITHOUT ROWID;",
-        )
-        .map_err(|e| db_err(&path, e))?;
-        Ok(EmbeddingCache {
-            conn,
-            path,
-            hits: 0,
-            misses: 0,
-        })
+        // A cache may lose its last writes on power loss without harm: NORMAL is enough.
+        conn.execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
+            .map_err(|e| db_err(&path, e))?;
+        Self::init(conn, path)
     }
 
-    /// An in-memory cache (tests, one-off CLI runs).
-    pub fn in_memory() -> Result<Self> {
-        Self::open_at(Connection::open_in_memory(), PathBuf::from(":memory:"))
-    }
-
-    fn open_at(conn: rusqlite::Result<Connection>, path: PathBuf) -> Result<Self> {
-        let conn = conn.map_err(|e| db_err(&path, e))?;
-        conn.execute_batch(
-            "CREATE TABLE embeddings (model TEXT NOT NULL, kind TEXT NOT NULL, hash BLOB NOT NULL,
-               dim INTEGER NOT NULL, vec BLOB NOT NULL, PRIMARY KEY (model, kind, hash)) WITHOUT ROWID;",
-        )
-        .map_err(|e| db_err(&path, e))?;
+    fn init(conn: Connection, path: PathBuf) -> Result<Self> {
+        conn.execute_batch(SCHEMA).map_err(|e| db_err(&path, e))?;
         Ok(EmbeddingCache {
             conn,
             path,

@@ -80,6 +80,45 @@ pub enum Error {
     /// The embedding model failed or is missing.
     #[error(transparent)]
     Embed(#[from] EmbedError),
+    /// A store is held by another process or another open handle in this process.
+    #[error("store {path} is in use by another process or handle")]
+    InUse {
+        /// The database file.
+        path: String,
+    },
+    /// A store file is damaged (bad header, truncated, malformed pages).
+    #[error("store {path} is corrupt: {message}")]
+    Corrupt {
+        /// The database file.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A file is a valid SQLite database but not a SoulMem store, or its schema is newer than
+    /// this build understands.
+    #[error("store {path} is incompatible: {message}")]
+    Incompatible {
+        /// The database file.
+        path: String,
+        /// Why it was refused.
+        message: String,
+    },
+    /// A write was refused because the store, its file or its directory is read-only.
+    #[error("store {path} is read-only: {message}")]
+    ReadOnly {
+        /// The database file.
+        path: String,
+        /// The underlying error text.
+        message: String,
+    },
+    /// The disk (or the store's page quota) is full; the failed write changed nothing.
+    #[error("store {path} is full: {message}")]
+    DiskFull {
+        /// The database file.
+        path: String,
+        /// The underlying error text.
+        message: String,
+    },
 }
 
 fn at_node(index: Option<usize>) -> String {
@@ -101,6 +140,11 @@ impl Error {
             Error::NotFound(_) => "not_found",
             Error::InvalidArgument { .. } => "invalid_argument",
             Error::Embed(_) => "embedding",
+            Error::InUse { .. } => "in_use",
+            Error::Corrupt { .. } => "corrupt",
+            Error::Incompatible { .. } => "incompatible",
+            Error::ReadOnly { .. } => "read_only",
+            Error::DiskFull { .. } => "disk_full",
         }
     }
 

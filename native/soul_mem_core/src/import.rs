@@ -551,6 +551,26 @@ mod tests {
     }
 
     #[test]
+    fn a_200_mb_file_is_refused_before_it_is_read() {
+        let path = std::env::temp_dir().join(format!("soulmem-huge-{}.json", std::process::id()));
+        let file = std::fs::File::create(&path).unwrap();
+        // Sparse: no 200 MB are written, but the size is what the limit sees.
+        file.set_len(200_000_000).unwrap();
+        let err = import_file("c", &path, &opts()).unwrap_err();
+        std::fs::remove_file(&path).unwrap();
+        assert!(
+            matches!(
+                err,
+                Error::TooLarge {
+                    size: 200_000_000,
+                    limit: DEFAULT_MAX_BYTES
+                }
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn only_create_time_is_not_a_time_conflict() {
         // The seed's builder rejected this (None < Some); we must not.
         let json = SMALL.replace(

@@ -6,10 +6,12 @@ pub mod cache;
 pub mod embed;
 pub mod engine;
 pub mod error;
+pub mod forget;
 pub mod graph;
 pub mod import;
 pub mod model;
 pub mod retrieval;
+pub mod store;
 pub mod text;
 
 pub use error::{Error, Result};

@@ -38,7 +38,12 @@ fn default_pipeline_runs_on_the_corpus() {
             assert!(r.actions.len() <= cfg.assoc_with_action.action_top_k);
             for m in &r.memories {
                 assert!(m.score.is_finite() && m.score >= 0.0);
-                assert!(!m.seeds.is_empty(), "{}: {} has no seed", qp.display(), m.readable_id);
+                assert!(
+                    !m.seeds.is_empty(),
+                    "{}: {} has no seed",
+                    qp.display(),
+                    m.readable_id
+                );
                 assert_ne!(m.kind, soul_mem_core::model::NodeKind::Procedure);
             }
             for a in &r.actions {
@@ -53,7 +58,11 @@ fn default_pipeline_runs_on_the_corpus() {
                 with_actions += 1;
             }
         }
-        assert!(graph_hits > 0, "{}: no query returned anything", dir.display());
+        assert!(
+            graph_hits > 0,
+            "{}: no query returned anything",
+            dir.display()
+        );
         graphs += 1;
     }
     eprintln!("{graphs} graphs, {cases} cases, {with_memories} with memories, {with_actions} with actions");

@@ -44,7 +44,11 @@ fn index() -> RetrievalIndex {
 #[test]
 fn bayes_sums_prob_times_weight_and_ignores_semantic_sources() {
     let idx = index();
-    let src = [(pos(&idx, "s1"), 0.5), (pos(&idx, "s2"), 0.5), (pos(&idx, "self"), 1.0)];
+    let src = [
+        (pos(&idx, "s1"), 0.5),
+        (pos(&idx, "s2"), 0.5),
+        (pos(&idx, "self"), 1.0),
+    ];
     let acts = bayes_actions(&idx, &src, 5);
     assert_eq!(acts.len(), 1, "{acts:?}");
     assert_eq!(acts[0].0, pos(&idx, "p1"));
@@ -56,41 +60,84 @@ fn bayes_sums_prob_times_weight_and_ignores_semantic_sources() {
 #[test]
 fn ppr_never_returns_procedures_and_reaches_abstract_patterns() {
     let idx = index();
-    let out = association(&idx, &[(pos(&idx, "s1"), 1.0)], &AssociationConfig::default()).unwrap();
-    assert!(out.iter().all(|(i, _)| idx.node(*i as usize).unwrap().kind != NodeKind::Procedure));
+    let out = association(
+        &idx,
+        &[(pos(&idx, "s1"), 1.0)],
+        &AssociationConfig::default(),
+    )
+    .unwrap();
+    assert!(out
+        .iter()
+        .all(|(i, _)| idx.node(*i as usize).unwrap().kind != NodeKind::Procedure));
     assert!(out.iter().any(|(i, _)| *i == pos(&idx, "a1")));
     let sum: f64 = out.iter().map(|x| x.1).sum();
     assert!(sum <= 1.0 + 1e-9);
     // Procedure-only, unknown or zero-weight sources: empty, not an error.
-    assert!(association(&idx, &[(pos(&idx, "p1"), 1.0)], &AssociationConfig::default()).unwrap().is_empty());
-    assert!(association(&idx, &[(999, 1.0)], &AssociationConfig::default()).unwrap().is_empty());
-    assert!(association(&idx, &[(0, 0.0)], &AssociationConfig::default()).unwrap().is_empty());
-    assert!(association_by_id(&idx, &[(soul_mem_core::model::MemoryId::random(), 1.0)], &AssociationConfig::default())
-        .unwrap()
-        .is_empty());
+    assert!(association(
+        &idx,
+        &[(pos(&idx, "p1"), 1.0)],
+        &AssociationConfig::default()
+    )
+    .unwrap()
+    .is_empty());
+    assert!(
+        association(&idx, &[(999, 1.0)], &AssociationConfig::default())
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        association(&idx, &[(0, 0.0)], &AssociationConfig::default())
+            .unwrap()
+            .is_empty()
+    );
+    assert!(association_by_id(
+        &idx,
+        &[(soul_mem_core::model::MemoryId::random(), 1.0)],
+        &AssociationConfig::default()
+    )
+    .unwrap()
+    .is_empty());
     // damping 1 is rejected.
-    let bad = AssociationConfig { damping_factor: 1.0, ..Default::default() };
+    let bad = AssociationConfig {
+        damping_factor: 1.0,
+        ..Default::default()
+    };
     assert!(association(&idx, &[(0, 1.0)], &bad).is_err());
 }
 
 #[test]
 fn associate_with_action_doubles_abstract_sources_before_softmax() {
     let idx = index();
-    let seeds = [(pos(&idx, "s1"), 0.5), (pos(&idx, "a1"), 0.5), (pos(&idx, "self"), 0.9)];
+    let seeds = [
+        (pos(&idx, "s1"), 0.5),
+        (pos(&idx, "a1"), 0.5),
+        (pos(&idx, "self"), 0.9),
+    ];
     let cfg = AssociateWithActionConfig::default();
     let r = associate_with_action(&idx, &seeds, &cfg).unwrap();
     // Sources: situations only, max(similarity, PPR) per node.
-    assert!(r.action_sources.iter().all(|(i, _)| idx.node(*i as usize).unwrap().kind.is_situation()));
+    assert!(r.action_sources.iter().all(|(i, _)| idx
+        .node(*i as usize)
+        .unwrap()
+        .kind
+        .is_situation()));
     let raw: Vec<(u32, f64, bool)> = r
         .action_sources
         .iter()
         .map(|&(i, _)| {
             let sim = seeds.iter().find(|s| s.0 == i).map_or(0.0, |s| s.1);
             let ppr = r.memory.iter().find(|s| s.0 == i).map_or(0.0, |s| s.1);
-            (i, sim.max(ppr), idx.node(i as usize).unwrap().kind == NodeKind::AbstractSituation)
+            (
+                i,
+                sim.max(ppr),
+                idx.node(i as usize).unwrap().kind == NodeKind::AbstractSituation,
+            )
         })
         .collect();
-    let scaled: Vec<f64> = raw.iter().map(|&(_, s, a)| if a { 2.0 * s } else { s }).collect();
+    let scaled: Vec<f64> = raw
+        .iter()
+        .map(|&(_, s, a)| if a { 2.0 * s } else { s })
+        .collect();
     let want = softmax(&scaled);
     for ((_, w), wv) in r.action_sources.iter().zip(&want) {
         assert!((w - wv).abs() < 1e-12);
@@ -98,7 +145,10 @@ fn associate_with_action_doubles_abstract_sources_before_softmax() {
     let total: f64 = r.action_sources.iter().map(|x| x.1).sum();
     assert!((total - 1.0).abs() < 1e-12);
     assert!(r.action.len() <= 3);
-    assert!(r.action.iter().all(|a| idx.node(a.0 as usize).unwrap().kind == NodeKind::Procedure));
+    assert!(r
+        .action
+        .iter()
+        .all(|a| idx.node(a.0 as usize).unwrap().kind == NodeKind::Procedure));
 }
 
 #[test]
@@ -119,7 +169,10 @@ fn default_pipeline_traces_memories_and_keeps_actions_separate() {
     .unwrap();
     let mut cfg = PipelineConfig::default();
     cfg.similarity.similarity_threshold = 0.2;
-    let short = ShortContext { messages: vec!["a".into(), "b".into(), "c".into()], summary: Some("s".into()) };
+    let short = ShortContext {
+        messages: vec!["a".into(), "b".into(), "c".into()],
+        summary: Some("s".into()),
+    };
     cfg.short_mem_with_history.clipping_length = Some(2);
     let r = DefaultPipeline::run_with_embedder(&idx, &q, &e, &cfg, Some(short)).unwrap();
     assert_eq!(r.short_history, ["b", "c"]);
@@ -139,10 +192,17 @@ fn default_pipeline_traces_memories_and_keeps_actions_separate() {
     // s1 triggers p1, its abstract pattern a1 triggers p2.
     let acts: Vec<&str> = r.actions.iter().map(|a| a.readable_id.as_str()).collect();
     assert!(acts.contains(&"p1"), "{acts:?}");
-    assert!(r.actions.iter().all(|a| a.stage == Stage::Action && !a.seeds.is_empty()));
+    assert!(r
+        .actions
+        .iter()
+        .all(|a| a.stage == Stage::Action && !a.seeds.is_empty()));
     // The semantic self node reaches p3 only as self-knowledge.
     assert!(!acts.contains(&"p3"));
-    assert!(r.self_knowledge.iter().any(|a| a.readable_id == "p3"), "{:?}", r.self_knowledge);
+    assert!(
+        r.self_knowledge.iter().any(|a| a.readable_id == "p3"),
+        "{:?}",
+        r.self_knowledge
+    );
     // Serialisable for the NIF.
     let json = serde_json::to_value(&r).unwrap();
     assert!(json["memories"][0]["stage"].is_string());
@@ -153,12 +213,22 @@ fn default_pipeline_traces_memories_and_keeps_actions_separate() {
 fn priority_adds_at_most_the_offset() {
     let idx = index();
     let e = HashEmbedder::new(128).unwrap();
-    let one: SubQuery = serde_json::from_str(r#"{"priority":1,"tag":[],"variant":{"Situation":[{"narrative":"下午在花园散步"}]}}"#).unwrap();
+    let one: SubQuery = serde_json::from_str(
+        r#"{"priority":1,"tag":[],"variant":{"Situation":[{"narrative":"下午在花园散步"}]}}"#,
+    )
+    .unwrap();
     let mut cfg = PipelineConfig::default();
     cfg.similarity.similarity_threshold = 0.0;
-    let zero = PipelineConfig { priority_offset: 0.0, ..cfg.clone() };
-    let base = DefaultPipeline::run_with_embedder(&idx, std::slice::from_ref(&one), &e, &zero, None).unwrap();
-    let alone = DefaultPipeline::run_with_embedder(&idx, std::slice::from_ref(&one), &e, &cfg, None).unwrap();
+    let zero = PipelineConfig {
+        priority_offset: 0.0,
+        ..cfg.clone()
+    };
+    let base =
+        DefaultPipeline::run_with_embedder(&idx, std::slice::from_ref(&one), &e, &zero, None)
+            .unwrap();
+    let alone =
+        DefaultPipeline::run_with_embedder(&idx, std::slice::from_ref(&one), &e, &cfg, None)
+            .unwrap();
     // A single query gets the full offset (its priority is the max).
     for (a, b) in base.memories.iter().zip(&alone.memories) {
         assert!((b.score - a.score - 0.05).abs() < 1e-12);
@@ -166,7 +236,10 @@ fn priority_adds_at_most_the_offset() {
     // Next to a priority-4 query, the priority-1 query's items gain 0.05·1/4 at most.
     let mut hi = one.clone();
     hi.priority = 4;
-    hi.variant = serde_json::from_str(r#"{"Semantic":[{"concept_identifier":"不存在的东西xyz","description":""}]}"#).unwrap();
+    hi.variant = serde_json::from_str(
+        r#"{"Semantic":[{"concept_identifier":"不存在的东西xyz","description":""}]}"#,
+    )
+    .unwrap();
     let both = DefaultPipeline::run_with_embedder(&idx, &[one, hi], &e, &cfg, None).unwrap();
     for m in &both.memories {
         if let Some(b) = base.memories.iter().find(|b| b.id == m.id) {
@@ -182,7 +255,14 @@ fn pipeline_rejects_mismatched_vectors_and_bad_config() {
     let q: SubQuery = serde_json::from_str(r#"{"priority":1,"tag":[],"variant":{"Semantic":[{"concept_identifier":"我","description":""}]}}"#).unwrap();
     let cfg = PipelineConfig::default();
     assert!(DefaultPipeline::run(&idx, std::slice::from_ref(&q), &[], &cfg, None).is_err());
-    assert!(DefaultPipeline::run(&idx, std::slice::from_ref(&q), &[vec![vec![1.0; 3]]], &cfg, None).is_err());
+    assert!(DefaultPipeline::run(
+        &idx,
+        std::slice::from_ref(&q),
+        &[vec![vec![1.0; 3]]],
+        &cfg,
+        None
+    )
+    .is_err());
     let mut bad = cfg.clone();
     bad.assoc_with_action.association.damping_factor = 1.0;
     let v = embed_query(&q, &HashEmbedder::new(128).unwrap()).unwrap();
@@ -204,10 +284,25 @@ fn configs_have_seed_defaults_and_validate() {
     let a = &c.assoc_with_action;
     assert_eq!((a.action_top_k, a.abstract_source_priority), (3, 2.0));
     let p = &a.association;
-    assert_eq!((p.intensity_factor, p.confidence_factor, p.damping_factor, p.residue_threshold, p.top_k), (1.0, 0.8, 0.65, 1e-5, 8));
+    assert_eq!(
+        (
+            p.intensity_factor,
+            p.confidence_factor,
+            p.damping_factor,
+            p.residue_threshold,
+            p.top_k
+        ),
+        (1.0, 0.8, 0.65, 1e-5, 8)
+    );
     assert_eq!(p.preference, TypePreference::Situation);
     assert_eq!(BayesActionConfig::default().top_k, 5);
-    assert_eq!(c.short_mem_with_history, ShortOnlyConfig { clipping_length: None, include_summary: false });
+    assert_eq!(
+        c.short_mem_with_history,
+        ShortOnlyConfig {
+            clipping_length: None,
+            include_summary: false
+        }
+    );
     assert_eq!(c.max_memories, 10);
     c.validate().unwrap();
 
@@ -215,7 +310,10 @@ fn configs_have_seed_defaults_and_validate() {
         serde_json::from_str(r#"{"similarity":{"similarity_threshold":0.5},"assoc_with_action":{"association":{"preference":"Semantic"}}}"#).unwrap();
     assert_eq!(partial.similarity.similarity_threshold, 0.5);
     assert_eq!(partial.similarity.max_results, 4);
-    assert_eq!(partial.assoc_with_action.association.preference, TypePreference::Semantic);
+    assert_eq!(
+        partial.assoc_with_action.association.preference,
+        TypePreference::Semantic
+    );
     assert!(serde_json::from_str::<PipelineConfig>(r#"{"similarty":{}}"#).is_err());
     assert!(serde_json::from_str::<SimilarityConfig>(r#"{"blend":{"tagg":0.1}}"#).is_err());
 
@@ -252,7 +350,66 @@ fn index_refresh_tracks_graph_version() {
     let a = idx.transition(&AssociationConfig::default()).unwrap();
     let b = idx.transition(&AssociationConfig::default()).unwrap();
     assert!(std::sync::Arc::ptr_eq(&a, &b));
-    let sem_pref = AssociationConfig { preference: TypePreference::Semantic, ..Default::default() };
+    let sem_pref = AssociationConfig {
+        preference: TypePreference::Semantic,
+        ..Default::default()
+    };
     let c = idx.transition(&sem_pref).unwrap();
     assert!(!std::sync::Arc::ptr_eq(&a, &c));
+}
+
+#[test]
+fn procedures_never_appear_in_ppr_output_on_random_graphs() {
+    let mut state = 0x1234_5678u64;
+    let mut next = move |n: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % n.max(1)
+    };
+    for case in 0..200 {
+        let n = 2 + next(40) as usize;
+        let kinds: Vec<u64> = (0..n).map(|_| next(4)).collect();
+        let name = |i: usize| format!("n{i}");
+        let mut notes: Vec<_> = (0..n)
+            .map(|i| match kinds[i] {
+                0 => sem(&name(i), "x", "", &[]),
+                1 => spec(&name(i), "x", None),
+                2 => abs_loc(&name(i), "x"),
+                _ => proc_node(&name(i), "x"),
+            })
+            .collect();
+        for _ in 0..next(4 * n as u64) {
+            let (u, v) = (next(n as u64) as usize, next(n as u64) as usize);
+            match next(3) {
+                0 => sem_link(&mut notes[u], &name(v), 0.7),
+                1 => sit_link(&mut notes[u], &name(v)),
+                _ => trig(&mut notes[u], &name(v), 0.5),
+            }
+        }
+        let g = graph(notes);
+        let idx = RetrievalIndex::build_with_embedder(&g, &HashEmbedder::new(8).unwrap()).unwrap();
+        let seeds: Vec<(u32, f64)> = (0..1 + next(3))
+            .map(|_| (next(n as u64) as u32, 0.1 + next(10) as f64))
+            .collect();
+        let cfg = AssociationConfig {
+            top_k: n,
+            ..Default::default()
+        };
+        let out = association(&idx, &seeds, &cfg).unwrap();
+        for (i, s) in &out {
+            assert_ne!(
+                idx.node(*i as usize).unwrap().kind,
+                NodeKind::Procedure,
+                "case {case}"
+            );
+            assert!(*s > 0.0 && s.is_finite());
+        }
+        let total: f64 = out.iter().map(|x| x.1).sum();
+        assert!(total <= 1.0 + 1e-9, "case {case}: {total}");
+        let usable = seeds
+            .iter()
+            .any(|(i, _)| idx.node(*i as usize).unwrap().kind != NodeKind::Procedure);
+        assert_eq!(usable, !out.is_empty(), "case {case}");
+    }
 }

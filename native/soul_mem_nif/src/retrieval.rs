@@ -168,3 +168,42 @@ fn text_tokens(text: String) -> Vec<String> {
         .map(str::to_owned)
         .collect()
 }
+
+/// Embeds a batch of texts with the loaded model; `kind` is `"query"` or `"passage"`. Returns
+/// `{dim, [binary]}`, one little-endian f32 binary per text (cheaper to move than float lists).
+#[rustler::nif(schedule = "DirtyCpu")]
+fn embed_texts<'a>(env: Env<'a>, texts: Vec<String>, kind: String) -> Term<'a> {
+    use soul_mem_core::retrieval::{EmbedKind, TextEmbedder};
+    let result = (|| {
+        let kind = match kind.as_str() {
+            "query" => EmbedKind::Query,
+            "passage" => EmbedKind::Passage,
+            other => {
+                return Err(NifError::from(Error::invalid_argument(
+                    "kind",
+                    format!("must be \"query\" or \"passage\", got {other:?}"),
+                )))
+            }
+        };
+        let model = loaded_model()?;
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let vectors = model.embed(&refs, kind)?;
+        Ok((model.dim(), vectors))
+    })();
+    match result {
+        Ok((dim, vectors)) => {
+            let bins: Vec<Term<'a>> = vectors
+                .iter()
+                .map(|v| {
+                    let mut bin = rustler::NewBinary::new(env, v.len() * 4);
+                    for (dst, f) in bin.as_mut_slice().chunks_exact_mut(4).zip(v) {
+                        dst.copy_from_slice(&f.to_le_bytes());
+                    }
+                    rustler::Binary::from(bin).encode(env)
+                })
+                .collect();
+            ok_or_error(env, Ok::<_, NifError>((dim, bins)))
+        }
+        Err(e) => e.encode(env),
+    }
+}

@@ -119,14 +119,12 @@ fn synth(n: usize, seed: u64) -> soul_mem_core::Result<Synthetic> {
                     context: Context::default(),
                 }))
             }
-            NodeKind::AbstractSituation => {
-                MemoryType::Situation(Situation::AbstractSituation(AbstractSituation::Location(
-                    Location {
-                        name: format!("地点{i}"),
-                        coordinates: String::new(),
-                    },
-                )))
-            }
+            NodeKind::AbstractSituation => MemoryType::Situation(Situation::AbstractSituation(
+                AbstractSituation::Location(Location {
+                    name: format!("地点{i}"),
+                    coordinates: String::new(),
+                }),
+            )),
             NodeKind::Procedure => MemoryType::Procedure(ProcMemory {
                 action: Action {
                     content: format!("动作{i}"),
@@ -300,7 +298,13 @@ pub fn retrieval(sizes: &[usize]) -> soul_mem_core::Result<()> {
             .collect::<soul_mem_core::Result<_>>()?;
         // Warm up caches and the workspace.
         for (q, v) in queries.iter().take(5) {
-            DefaultPipeline::run(&idx, std::slice::from_ref(q), std::slice::from_ref(v), &cfg, None)?;
+            DefaultPipeline::run(
+                &idx,
+                std::slice::from_ref(q),
+                std::slice::from_ref(v),
+                &cfg,
+                None,
+            )?;
         }
         let (mut sim_t, mut push_t, mut naive_t, mut pipe_t) = (vec![], vec![], vec![], vec![]);
         let (mut pushes, mut mems, mut acts) = (0u64, 0usize, 0usize);

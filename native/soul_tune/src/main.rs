@@ -3,9 +3,10 @@
 use std::process::ExitCode;
 
 mod bench;
+mod forget;
 
 fn usage() -> &'static str {
-    "usage: soul_tune stats <graph.json>\n       soul_tune bench retrieval [--sizes 1000,10000,100000]"
+    "usage: soul_tune stats <graph.json>\n       soul_tune bench retrieval [--sizes 1000,10000,100000]\n       soul_tune forget [--json] FILE|DIR"
 }
 
 fn bench_cmd(args: &[String]) -> ExitCode {
@@ -68,6 +69,7 @@ fn main() -> ExitCode {
         Some("bench") if args.get(1).map(String::as_str) == Some("retrieval") => {
             bench_cmd(&args[2..])
         }
+        Some("forget") => forget::run(&args[1..]),
         _ => {
             eprintln!("{}", usage());
             ExitCode::from(2)

@@ -60,6 +60,24 @@ defmodule SoulMem.Embedding do
   end
 
   @doc """
+  Embeds a batch of texts with the loaded model, `side` `:query` or `:passage` (models
+  prefix them differently). Returns `{dim, vectors}` where each vector is a binary of `dim`
+  little-endian f32 values (L2-normalised); `to_floats/1` decodes one.
+  """
+  @spec embed([String.t()], :query | :passage) ::
+          {:ok, {pos_integer(), [binary()]}} | {:error, Error.t()}
+  def embed(texts, side \\ :query) when is_list(texts) and side in [:query, :passage] do
+    unless Enum.all?(texts, &is_binary/1), do: raise(ArgumentError, "texts must be strings")
+    Error.from_native(Native.embed_texts(texts, Atom.to_string(side)))
+  end
+
+  @doc """
+  Decodes a vector binary from `embed/2` into floats.
+  """
+  @spec to_floats(binary()) :: [float()]
+  def to_floats(bin) when is_binary(bin), do: for(<<f::little-float-32 <- bin>>, do: f)
+
+  @doc """
   Embeds every note of `memory` and builds its retrieval index.
 
   Options: `:embedder` — `:model` (default; the loaded model, see `ensure_loaded/1`) or

@@ -40,6 +40,8 @@ defmodule SoulMem.Native do
   # DirtyCpu: load the embedding model process-wide ("" = discover / no cache)
   def embedder_load(_model_path, _cache_path), do: :erlang.nif_error(:nif_not_loaded)
   def embedder_info, do: :erlang.nif_error(:nif_not_loaded)
+  # DirtyCpu: {:ok, {dim, [f32 LE binary]}}
+  def embed_texts(_texts, _kind), do: :erlang.nif_error(:nif_not_loaded)
   # DirtyCpu: sends {:soul_mem_embed_progress, done, total} to the pid
   def graph_embed(_graph, _embedder, _progress_pid), do: :erlang.nif_error(:nif_not_loaded)
   # DirtyCpu: JSON in (queries, config, short), JSON out

@@ -169,6 +169,33 @@ defmodule SoulMem.CharacterTest do
       assert {:error, :unsupported} = Character.force(id, :persist)
     end
 
+    test "while idle, maintenance repeats every maintenance_interval", context do
+      {id, pid} = start_character(context, maintenance_interval: 1)
+      :ok = Character.push(id, user("x"))
+      send(pid, :idle_timeout)
+      wait({:soul_mem, ^id, :maintenance_done, _})
+      wait({:soul_mem, ^id, :maintenance_done, _})
+      :ok = Character.push(id, user("y"))
+      wait({:soul_mem, ^id, :state_changed, :working})
+    end
+
+    test "a forced tag makes the newest message trigger a summary when it slides out",
+         context do
+      {id, _pid} = start_character(context, window: 3)
+      :ok = Character.push(id, Enum.map(~w(a b), &user/1))
+      :ok = Character.tag(id)
+      :ok = Character.push(id, Enum.map(~w(c d), &user/1))
+      # a (auto tag) slid out: one job.
+      wait({:soul_mem, ^id, :summary_updated, "summary 1"})
+      :ok = Character.push(id, user("e"))
+      # b (forced tag) slid out: a second job, although the interval is 3.
+      wait({:fake_llm, %{body: %{"messages" => [_, %{"content" => prompt}]}}})
+      wait({:fake_llm, %{body: %{"messages" => [_, %{"content" => prompt2}]}}})
+      assert prompt =~ "【滑出窗口的消息】\n用户：a"
+      assert prompt2 =~ "【滑出窗口的消息】\n用户：b"
+      assert prompt2 =~ "summary 1"
+    end
+
     test "a stale idle timer does not make it idle", context do
       {id, pid} = start_character(context, [])
       :ok = Character.push(id, user("x"))

@@ -31,6 +31,20 @@ defmodule SoulMem.EmbeddingModelTest do
     assert message =~ "nonexistent"
   end
 
+  test "batches embed to unit vectors, queries and passages differ", %{model: model} do
+    if model do
+      {:ok, {384, [q1, q2]}} = Embedding.embed(["小白", "小白"], :query)
+      {:ok, {384, [p]}} = Embedding.embed(["小白"], :passage)
+      assert q1 == q2
+      assert byte_size(q1) == 384 * 4
+      norm = q1 |> Embedding.to_floats() |> Enum.map(&(&1 * &1)) |> Enum.sum()
+      assert_in_delta norm, 1.0, 1.0e-3
+      assert q1 != p
+    end
+
+    assert_raise ArgumentError, fn -> Embedding.embed([:not_text]) end
+  end
+
   test "the demo character recalls the 麻辣烫 episode with real embeddings", %{model: model} do
     if model do
       {:ok, memory} = Memory.import_file("demo_e5", @demo)

@@ -1,7 +1,7 @@
 //! Retrieval queries in the seed's Query JSON shape, the texts they need embedded, and their
 //! embedded form.
 
-use super::embedding::{environment_text, event_text, EmbedKind, TextEmbedder};
+use super::embedding::{environment_text, event_text, EmbedKind, QVec, TextEmbedder};
 use crate::error::{Error, Result};
 use crate::model::null_default;
 use chrono::{DateTime, Utc};
@@ -278,29 +278,29 @@ impl Ident {
 #[derive(Debug, Clone, Default)]
 pub struct EmbeddedSemUnit {
     /// Concept vector.
-    pub concept: Option<Vec<f32>>,
+    pub concept: Option<QVec>,
     /// Description vector.
-    pub description: Option<Vec<f32>>,
+    pub description: Option<QVec>,
     /// Concept identifier for the string channel.
     pub ident: Option<Ident>,
 }
 
 /// A queried participant's (name, role) vectors.
-pub type ParticipantVectors = (Option<Vec<f32>>, Option<Vec<f32>>);
+pub type ParticipantVectors = (Option<QVec>, Option<QVec>);
 
 /// One situation unit, embedded.
 #[derive(Debug, Clone, Default)]
 pub struct EmbeddedSitUnit {
     /// Narrative vector.
-    pub narrative: Option<Vec<f32>>,
+    pub narrative: Option<QVec>,
     /// Location vectors.
-    pub locations: Vec<Vec<f32>>,
+    pub locations: Vec<QVec>,
     /// Per participant: (name vector, role vector).
     pub participants: Vec<ParticipantVectors>,
     /// Environment vector.
-    pub environment: Option<Vec<f32>>,
+    pub environment: Option<QVec>,
     /// Event vectors.
-    pub events: Vec<Vec<f32>>,
+    pub events: Vec<QVec>,
     /// Time ranges.
     pub time_span: Vec<TimeRange>,
     /// Structured identifiers (locations, participants, environment, events).
@@ -322,7 +322,7 @@ pub struct EmbeddedQuery {
     /// Priority of the sub-query.
     pub priority: u32,
     /// Tag vectors.
-    pub tags: Vec<Vec<f32>>,
+    pub tags: Vec<QVec>,
     /// Structured part.
     pub variant: EmbeddedVariant,
 }
@@ -387,6 +387,7 @@ impl EmbeddedQuery {
             }
             let mut v = v.clone();
             super::embedding::l2_normalise(&mut v);
+            let v = QVec::new(v);
             match (&mut variant, *slot) {
                 (_, QuerySlot::Tag(_)) => tags.push(v),
                 (EmbeddedVariant::Semantic(us), QuerySlot::Concept(u)) => us[u].concept = Some(v),

@@ -8,7 +8,9 @@ use soul_mem_core::model::*;
 pub const C: &str = "t";
 
 pub fn t0() -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339("2026-06-01T00:00:00Z").unwrap().with_timezone(&Utc)
+    DateTime::parse_from_rfc3339("2026-06-01T00:00:00Z")
+        .unwrap()
+        .with_timezone(&Utc)
 }
 
 pub fn sem(id: &str, content: &str, desc: &str, tags: &[&str]) -> MemoryNote {
@@ -45,7 +47,10 @@ pub fn abs_loc(id: &str, name: &str) -> MemoryNote {
         C,
         id,
         MemoryType::Situation(Situation::AbstractSituation(AbstractSituation::Location(
-            Location { name: name.into(), coordinates: String::new() },
+            Location {
+                name: name.into(),
+                coordinates: String::new(),
+            },
         ))),
         t0(),
     )
@@ -56,7 +61,10 @@ pub fn proc_node(id: &str, content: &str) -> MemoryNote {
         C,
         id,
         MemoryType::Procedure(ProcMemory {
-            action: Action { content: content.into(), action_type: ActionType::Speak },
+            action: Action {
+                content: content.into(),
+                action_type: ActionType::Speak,
+            },
         }),
         t0(),
     )
@@ -69,19 +77,43 @@ pub fn mid(id: &str) -> MemoryId {
 fn add(n: &mut MemoryNote, to: &str, intensity: f64, t: MemoryLinkType) {
     let to = mid(to);
     let ord = n.links.len();
-    n.links.push(MemoryLink { id: LinkId::derive(n.id, to, ord), from: n.id, to, intensity, link_type: t });
+    n.links.push(MemoryLink {
+        id: LinkId::derive(n.id, to, ord),
+        from: n.id,
+        to,
+        intensity,
+        link_type: t,
+    });
 }
 
 pub fn sem_link(n: &mut MemoryNote, to: &str, conf: f32) {
-    add(n, to, 1.0, MemoryLinkType::Sem(SemMemLink { verb: "r".into(), confidence: conf }));
+    add(
+        n,
+        to,
+        1.0,
+        MemoryLinkType::Sem(SemMemLink {
+            verb: "r".into(),
+            confidence: conf,
+        }),
+    );
 }
 
 pub fn sit_link(n: &mut MemoryNote, to: &str) {
-    add(n, to, 1.0, MemoryLinkType::Situation(SituationMemLink::SpecificToAbstract {}));
+    add(
+        n,
+        to,
+        1.0,
+        MemoryLinkType::Situation(SituationMemLink::SpecificToAbstract {}),
+    );
 }
 
 pub fn trig(n: &mut MemoryNote, to: &str, prob: f64) {
-    add(n, to, 1.0, MemoryLinkType::Proc(ProcMemLink::TrigToAction { prob }));
+    add(
+        n,
+        to,
+        1.0,
+        MemoryLinkType::Proc(ProcMemLink::TrigToAction { prob }),
+    );
 }
 
 pub fn graph(notes: Vec<MemoryNote>) -> MemoryGraph {

@@ -1,0 +1,1758 @@
+//! The on-disk store of one character: long-term memory (notes, links, embeddings), retrieval
+//! records, forgetting state, the sliding window and its running summary, in one SQLite file.
+//!
+//! Durability contract: a write that returned `Ok` survives `kill -9` (and, with the disk's
+//! cooperation, power loss) — the file runs in WAL mode with `synchronous=FULL` and every
+//! public write is exactly one transaction. A failed write changes nothing.
+//!
+//! One process owns a store at a time: [`Store::open`] takes an exclusive advisory lock on
+//! `<db>.lock` for the lifetime of the [`Store`] (SQLite's own locking does not keep WAL readers
+//! out, and two writers would interleave conversation state).
+
+mod activate;
+mod bench;
+mod schema;
+
+pub use activate::Activation;
+pub use bench::{bench_store, StoreBench};
+pub use schema::{APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION};
+
+use crate::error::{Error, Result};
+use crate::graph::{validate_intensity, MemoryGraph};
+use crate::import::{validate_link_type, validate_mem_type};
+use crate::model::{LinkId, MemoryId, MemoryLink, MemoryLinkType, MemoryNote, MemoryType};
+use chrono::{DateTime, SecondsFormat, Utc};
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// Format tag of [`Store::export_character`] documents.
+pub const EXPORT_FORMAT: &str = "soulmem-character";
+/// Version of the export document layout.
+pub const EXPORT_VERSION: u32 = 1;
+
+/// Meta key holding the character name.
+const META_CHARACTER: &str = "character";
+/// Meta key holding the running summary of the sliding window.
+const META_SUMMARY: &str = "summary";
+
+/// How to open a store.
+#[derive(Debug, Clone, Default)]
+pub struct StoreOptions {
+    /// Refuse every write (`PRAGMA query_only`); the file must already exist at the current
+    /// schema version. The lock is still exclusive.
+    pub read_only: bool,
+    /// Caps the file at this many pages (`PRAGMA max_page_count`, per connection): writes that
+    /// would grow it fail with [`Error::DiskFull`]. A quota, and how tests simulate a full disk.
+    pub max_pages: Option<u64>,
+}
+
+/// One message of the sliding window.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Message {
+    /// Who spoke (`"user"`, `"assistant"`, … — free text).
+    pub role: String,
+    /// What was said.
+    pub text: String,
+    /// When.
+    pub at: DateTime<Utc>,
+    /// Tagged messages trigger a summary (see the design's sliding window).
+    pub tagged: bool,
+}
+
+/// Forgetting state of one note: how much of it is lost and what it reads like now. The
+/// original text is kept so forgetting can be undone or audited.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForgetState {
+    /// Missing degree in [0, 1] (0 = intact).
+    pub missing_degree: f64,
+    /// Discrete band the degree falls in (meaning defined by the forgetting module).
+    pub band: u32,
+    /// Text shown instead of the original, when revised.
+    pub revised_text: Option<String>,
+    /// The original text, kept.
+    pub original_text: Option<String>,
+    /// When this state was written.
+    pub updated_at: DateTime<Utc>,
+}
+
+/// One write of a batch committed by [`Store::apply`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    /// Upsert a note and replace its outgoing links ([`Store::put_note`]).
+    PutNote(MemoryNote),
+    /// Upsert one link ([`Store::put_link`]).
+    PutLink(MemoryLink),
+    /// Delete one link ([`Store::delete_link`]); absent links are not an error.
+    DeleteLink(LinkId),
+    /// Archive a note ([`Store::archive_note`]); must exist.
+    ArchiveNote(MemoryId),
+    /// Delete a note, its links in both directions and its side data ([`Store::delete_note`]).
+    DeleteNote(MemoryId),
+    /// Append retrieval records ([`Store::append_records`]).
+    AppendRecords(Vec<(MemoryId, DateTime<Utc>)>),
+    /// Set the forgetting state of a note ([`Store::set_forget_state`]).
+    SetForgetState(MemoryId, ForgetState),
+    /// Clear the forgetting state of a note.
+    ClearForgetState(MemoryId),
+    /// Append a window message ([`Store::append_message`]).
+    AppendMessage(Message),
+    /// Drop window messages up to a sequence number ([`Store::pop_messages`]).
+    PopMessages(i64),
+    /// Replace the running summary ([`Store::set_summary`]).
+    SetSummary(String),
+    /// Set a meta key ([`Store::set_meta`]).
+    SetMeta(String, String),
+}
+
+/// An open store. Not `Sync`: one owner (the character's process) at a time.
+#[derive(Debug)]
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+    character: String,
+    read_only: bool,
+    // Held for the lifetime of the store; closing the file releases the lock (also on kill -9).
+    _lock: File,
+}
+
+/// Converts a SQLite error into the crate error, keeping the failure classes callers act on.
+pub(crate) fn db_err(path: &Path, e: rusqlite::Error) -> Error {
+    use rusqlite::ErrorCode as C;
+    let p = path.display().to_string();
+    let message = e.to_string();
+    match e.sqlite_error_code() {
+        Some(C::DatabaseCorrupt) | Some(C::NotADatabase) => Error::Corrupt { path: p, message },
+        Some(C::DiskFull) => Error::DiskFull { path: p, message },
+        Some(C::ReadOnly) => Error::ReadOnly { path: p, message },
+        Some(C::DatabaseBusy) | Some(C::DatabaseLocked) => Error::InUse { path: p },
+        Some(C::CannotOpen) | Some(C::PermissionDenied) => Error::ReadOnly { path: p, message },
+        _ => Error::Io { path: p, message },
+    }
+}
+
+/// A value read back from the file that does not parse: the file is damaged or was edited.
+fn corrupt(path: &Path, what: impl std::fmt::Display) -> Error {
+    Error::Corrupt {
+        path: path.display().to_string(),
+        message: what.to_string(),
+    }
+}
+
+/// Fixed-width RFC 3339 (nanoseconds, `Z`): text order equals time order.
+pub(crate) fn ts(t: &DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Nanos, true)
+}
+
+fn parse_ts(path: &Path, s: &str) -> Result<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(s)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|e| corrupt(path, format!("bad timestamp {s:?}: {e}")))
+}
+
+fn parse_id(path: &Path, s: &str) -> Result<uuid::Uuid> {
+    uuid::Uuid::parse_str(s).map_err(|e| corrupt(path, format!("bad uuid {s:?}: {e}")))
+}
+
+fn to_json<T: Serialize>(v: &T) -> Result<String> {
+    serde_json::to_string(v).map_err(|e| Error::InvalidJson(e.to_string()))
+}
+
+/// Path of the advisory lock file of a database.
+fn lock_path(db: &Path) -> PathBuf {
+    let mut s = db.as_os_str().to_owned();
+    s.push(".lock");
+    PathBuf::from(s)
+}
+
+fn io_to_store_err(path: &Path, e: &std::io::Error) -> Error {
+    use std::io::ErrorKind as K;
+    match e.kind() {
+        K::PermissionDenied | K::ReadOnlyFilesystem => Error::ReadOnly {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        },
+        K::StorageFull => Error::DiskFull {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        },
+        _ => Error::io(path, e),
+    }
+}
+
+/// Takes the exclusive advisory lock of `db`. flock locks belong to the open file description,
+/// so a second open in the same process is refused as well as one from another process.
+#[cfg(unix)]
+fn take_lock(db: &Path) -> Result<File> {
+    let lp = lock_path(db);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&lp)
+        .map_err(|e| io_to_store_err(&lp, &e))?;
+    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(file),
+        Err(e) if e == rustix::io::Errno::WOULDBLOCK => Err(Error::InUse {
+            path: db.display().to_string(),
+        }),
+        Err(e) => Err(Error::io(&lp, &std::io::Error::from(e))),
+    }
+}
+
+/// Non-unix builds have no advisory lock (SoulMem ships on unix); only the file is opened.
+#[cfg(not(unix))]
+fn take_lock(db: &Path) -> Result<File> {
+    let lp = lock_path(db);
+    std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lp)
+        .map_err(|e| io_to_store_err(&lp, &e))
+}
+
+/// Refuses files that are not SQLite databases before SQLite (or the lock) touches anything.
+/// Returns whether a non-empty file exists.
+fn check_header(path: &Path) -> Result<bool> {
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(io_to_store_err(path, &e)),
+    };
+    if !meta.is_file() {
+        return Err(Error::Io {
+            path: path.display().to_string(),
+            message: "not a regular file".into(),
+        });
+    }
+    if meta.len() == 0 {
+        // SQLite treats an empty file as an empty database; nothing can be lost by using it.
+        return Ok(false);
+    }
+    if meta.len() < 100 {
+        return Err(corrupt(
+            path,
+            format!(
+                "truncated header: {} bytes, an SQLite header needs 100",
+                meta.len()
+            ),
+        ));
+    }
+    let mut header = [0u8; 100];
+    File::open(path)
+        .and_then(|mut f| f.read_exact(&mut header))
+        .map_err(|e| io_to_store_err(path, &e))?;
+    if &header[..16] != b"SQLite format 3\0" {
+        return Err(corrupt(path, "not an SQLite database (bad header magic)"));
+    }
+    Ok(true)
+}
+
+/// Readable, collision-free file name for a character (names are often not ASCII).
+fn file_name_for(character: &str) -> String {
+    let safe: String = character
+        .chars()
+        .take(40)
+        .map(|c| if c.is_alphanumeric() { c } else { '_' })
+        .collect();
+    let hash = MemoryId::derive(character, "\u{0}store")
+        .0
+        .simple()
+        .to_string();
+    format!("{safe}-{}.soulmem", &hash[..12])
+}
+
+impl Store {
+    /// The database path of `character` under `data_dir` (one file per character).
+    pub fn path_for(data_dir: impl AsRef<Path>, character: &str) -> PathBuf {
+        data_dir.as_ref().join(file_name_for(character))
+    }
+
+    /// Opens the store of `character` under `data_dir`, creating it if needed.
+    pub fn open_in(data_dir: impl AsRef<Path>, character: &str) -> Result<Store> {
+        Store::open(Store::path_for(data_dir, character), character)
+    }
+
+    /// Opens (creating if needed) the store at `path` for `character`, read-write.
+    ///
+    /// Errors: [`Error::Corrupt`] for a damaged file or a non-SQLite file (then nothing is
+    /// touched, not even the lock file), [`Error::Incompatible`] for a foreign SQLite database,
+    /// a store of another character or one with a newer schema, [`Error::InUse`] when another
+    /// process or handle holds it, [`Error::ReadOnly`] when it cannot be written.
+    pub fn open(path: impl AsRef<Path>, character: &str) -> Result<Store> {
+        Store::open_with(path, character, &StoreOptions::default())
+    }
+
+    /// [`Store::open`] with options.
+    pub fn open_with(
+        path: impl AsRef<Path>,
+        character: &str,
+        opts: &StoreOptions,
+    ) -> Result<Store> {
+        let path = path.as_ref().to_path_buf();
+        if character.trim().is_empty() {
+            return Err(Error::invalid_argument(
+                "character",
+                "must be a non-empty name",
+            ));
+        }
+        let existed = check_header(&path)?;
+        if opts.read_only && !existed {
+            return Err(Error::NotFound(format!("store {}", path.display())));
+        }
+        if !existed {
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).map_err(|e| io_to_store_err(dir, &e))?;
+            }
+        }
+        let lock = take_lock(&path)?;
+        // Re-check under the lock: another process may have been writing the file.
+        check_header(&path)?;
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(&path, flags).map_err(|e| db_err(&path, e))?;
+        // Reading the schema makes SQLite validate the file (and read any WAL) before we
+        // change anything.
+        let app_id: i32 = conn
+            .query_row("PRAGMA application_id", [], |r| r.get(0))
+            .map_err(|e| db_err(&path, e))?;
+        let tables: i64 = conn
+            .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+            .map_err(|e| db_err(&path, e))?;
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(|e| db_err(&path, e))?;
+        let incompatible = |message: String| Error::Incompatible {
+            path: path.display().to_string(),
+            message,
+        };
+        if app_id != APPLICATION_ID && (app_id != 0 || tables != 0 || version != 0) {
+            return Err(incompatible(format!(
+                "not a SoulMem store (application_id {app_id:#x}, {tables} schema objects)"
+            )));
+        }
+        if version > SCHEMA_VERSION {
+            return Err(incompatible(format!(
+                "schema version {version} is newer than this build's {SCHEMA_VERSION}; upgrade SoulMem"
+            )));
+        }
+        if opts.read_only && version < SCHEMA_VERSION {
+            return Err(incompatible(format!(
+                "schema version {version} needs migration to {SCHEMA_VERSION}; open it read-write once"
+            )));
+        }
+        if !opts.read_only {
+            let mode: String = conn
+                .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+                .map_err(|e| db_err(&path, e))?;
+            if !mode.eq_ignore_ascii_case("wal") {
+                return Err(Error::Io {
+                    path: path.display().to_string(),
+                    message: format!("could not enable WAL (journal_mode is {mode})"),
+                });
+            }
+        }
+        conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=OFF;")
+            .map_err(|e| db_err(&path, e))?;
+        if let Some(pages) = opts.max_pages {
+            // The pragma answers with the limit in force (never below the current size).
+            let _: i64 = conn
+                .query_row(&format!("PRAGMA max_page_count={pages}"), [], |r| r.get(0))
+                .map_err(|e| db_err(&path, e))?;
+        }
+        let mut store = Store {
+            conn,
+            path,
+            character: character.to_owned(),
+            read_only: opts.read_only,
+            _lock: lock,
+        };
+        if version < SCHEMA_VERSION {
+            store.migrate(version)?;
+        }
+        let stored = store.meta(META_CHARACTER)?;
+        match stored {
+            Some(c) if c == character => {}
+            Some(c) => {
+                return Err(incompatible_at(
+                    &store.path,
+                    format!("store belongs to character {c:?}, not {character:?}"),
+                ))
+            }
+            None if store.read_only => {
+                return Err(incompatible_at(&store.path, "store has no character"))
+            }
+            None => store.set_meta(META_CHARACTER, character)?,
+        }
+        if opts.read_only {
+            store
+                .conn
+                .execute_batch("PRAGMA query_only=1;")
+                .map_err(|e| db_err(&store.path, e))?;
+        }
+        Ok(store)
+    }
+
+    /// Applies `MIGRATIONS[from..]` and stamps the ids, all in one transaction.
+    fn migrate(&mut self, from: i64) -> Result<()> {
+        let path = self.path.clone();
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| db_err(&path, e))?;
+        for step in MIGRATIONS.iter().skip(from.max(0) as usize) {
+            tx.execute_batch(step).map_err(|e| db_err(&path, e))?;
+        }
+        tx.execute_batch(&format!(
+            "PRAGMA user_version={SCHEMA_VERSION}; PRAGMA application_id={APPLICATION_ID};"
+        ))
+        .map_err(|e| db_err(&path, e))?;
+        tx.commit().map_err(|e| db_err(&path, e))
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The character this store belongs to.
+    pub fn character(&self) -> &str {
+        &self.character
+    }
+
+    /// Schema version of the file (`PRAGMA user_version`).
+    pub fn schema_version(&self) -> Result<i64> {
+        self.conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(|e| db_err(&self.path, e))
+    }
+
+    /// Runs SQLite's `quick_check`; returns the problems found (empty when healthy).
+    /// Complexity: O(file size).
+    pub fn check_integrity(&self) -> Result<Vec<String>> {
+        let mut st = self
+            .conn
+            .prepare("PRAGMA quick_check")
+            .map_err(|e| db_err(&self.path, e))?;
+        let rows: Vec<String> = st
+            .query_map([], |r| r.get(0))
+            .and_then(|it| it.collect())
+            .map_err(|e| db_err(&self.path, e))?;
+        Ok(rows.into_iter().filter(|r| r != "ok").collect())
+    }
+
+    /// Runs `f` in one IMMEDIATE transaction: everything it wrote commits, or (on any error,
+    /// including a failed commit) nothing does.
+    fn write<T>(&mut self, f: impl FnOnce(&Connection, &Path) -> Result<T>) -> Result<T> {
+        if self.read_only {
+            return Err(Error::ReadOnly {
+                path: self.path.display().to_string(),
+                message: "store was opened read-only".into(),
+            });
+        }
+        let path = self.path.clone();
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| db_err(&path, e))?;
+        let out = f(&tx, &path)?;
+        tx.commit().map_err(|e| db_err(&path, e))?;
+        Ok(out)
+    }
+
+    // ---- meta -------------------------------------------------------------------------------
+
+    /// A meta value.
+    pub fn meta(&self, key: &str) -> Result<Option<String>> {
+        self.conn
+            .query_row("SELECT value FROM meta WHERE key=?1", [key], |r| r.get(0))
+            .optional()
+            .map_err(|e| db_err(&self.path, e))
+    }
+
+    /// Sets a meta value (one transaction). The keys `character` and `summary` are reserved.
+    pub fn set_meta(&mut self, key: &str, value: &str) -> Result<()> {
+        let (k, v) = (key.to_owned(), value.to_owned());
+        self.write(|c, p| set_meta_tx(c, p, &k, &v))
+    }
+
+    // ---- graph ------------------------------------------------------------------------------
+
+    /// Replaces all active (non-archived) notes and their links with the graph's, in one
+    /// transaction; buffered (pending) links are stored too. Archived notes are kept, unless
+    /// the graph holds a note with the same id or readable id, which then replaces them.
+    ///
+    /// Complexity: O(nodes + links) rows written.
+    pub fn save_graph(&mut self, graph: &MemoryGraph) -> Result<()> {
+        if graph.character() != self.character {
+            return Err(Error::invalid_argument(
+                "graph",
+                format!(
+                    "graph of {:?} saved to the store of {:?}",
+                    graph.character(),
+                    self.character
+                ),
+            ));
+        }
+        let mut pending: HashMap<MemoryId, Vec<&MemoryLink>> = HashMap::new();
+        for l in graph.pending_links() {
+            pending.entry(l.from).or_default().push(l);
+        }
+        for n in graph.notes() {
+            validate_note(n)?;
+        }
+        self.write(|c, p| {
+            c.execute_batch(
+                "DELETE FROM links WHERE from_id IN (SELECT id FROM notes WHERE archived=0);
+                 DELETE FROM notes WHERE archived=0;",
+            )
+            .map_err(|e| db_err(p, e))?;
+            for n in graph.notes() {
+                // Only archived rows can collide now; the graph's version wins.
+                let stale: Vec<String> = {
+                    let mut st = c
+                        .prepare_cached("SELECT id FROM notes WHERE id=?1 OR readable_id=?2")
+                        .map_err(|e| db_err(p, e))?;
+                    let rows = st
+                        .query_map(params![n.id.to_string(), n.readable_id], |r| r.get(0))
+                        .and_then(|it| it.collect::<rusqlite::Result<Vec<String>>>())
+                        .map_err(|e| db_err(p, e))?;
+                    rows
+                };
+                for id in stale {
+                    delete_note_rows(c, p, &id, false)?;
+                }
+                let links = n
+                    .links
+                    .iter()
+                    .chain(pending.get(&n.id).into_iter().flatten().copied());
+                write_note(c, p, n, links, false)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Loads the active (non-archived) notes into a graph, in stored order. Links to archived
+    /// notes are left out; links to notes that are not stored become pending links.
+    ///
+    /// Complexity: O(nodes + links).
+    pub fn load_graph(&self) -> Result<MemoryGraph> {
+        let notes = self.query_notes("WHERE archived=0")?;
+        let mut links = self.query_links(
+            "WHERE from_id IN (SELECT id FROM notes WHERE archived=0)
+               AND to_id NOT IN (SELECT id FROM notes WHERE archived=1)",
+        )?;
+        build_graph(&self.character, notes, &mut links)
+    }
+
+    /// One note (archived or not) with all its stored outgoing links.
+    pub fn note(&self, id: &MemoryId) -> Result<Option<MemoryNote>> {
+        let mut notes = self.query_notes_with("WHERE id=?1", &id.to_string())?;
+        let Some((mut note, _)) = notes.pop() else {
+            return Ok(None);
+        };
+        note.links = self
+            .query_links_with("WHERE from_id=?1", &id.to_string())?
+            .remove(&note.id)
+            .unwrap_or_default();
+        Ok(Some(note))
+    }
+
+    /// True when the note is stored and archived.
+    pub fn is_archived(&self, id: &MemoryId) -> Result<bool> {
+        let v: Option<i64> = self
+            .conn
+            .query_row(
+                "SELECT archived FROM notes WHERE id=?1",
+                [id.to_string()],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| db_err(&self.path, e))?;
+        Ok(v == Some(1))
+    }
+
+    /// Counts of stored notes: (active, archived, links).
+    pub fn counts(&self) -> Result<(usize, usize, usize)> {
+        self.conn
+            .query_row(
+                "SELECT (SELECT count(*) FROM notes WHERE archived=0),
+                        (SELECT count(*) FROM notes WHERE archived=1),
+                        (SELECT count(*) FROM links)",
+                [],
+                |r| {
+                    Ok((
+                        r.get::<_, i64>(0)? as usize,
+                        r.get::<_, i64>(1)? as usize,
+                        r.get::<_, i64>(2)? as usize,
+                    ))
+                },
+            )
+            .map_err(|e| db_err(&self.path, e))
+    }
+
+    /// Upserts a note and replaces its outgoing links with `note.links`, in one transaction.
+    /// An archived note stays archived. Errors when another note already has its readable id.
+    pub fn put_note(&mut self, note: &MemoryNote) -> Result<()> {
+        self.apply_one(ChangeRef::PutNote(note))
+    }
+
+    /// Upserts one link (its source must be stored), keeping the source's other links.
+    pub fn put_link(&mut self, link: &MemoryLink) -> Result<()> {
+        self.apply_one(ChangeRef::PutLink(link))
+    }
+
+    /// Deletes a link; returns whether it existed.
+    pub fn delete_link(&mut self, id: &LinkId) -> Result<bool> {
+        let id = id.to_string();
+        self.write(|c, p| {
+            c.execute("DELETE FROM links WHERE id=?1", [&id])
+                .map(|n| n > 0)
+                .map_err(|e| db_err(p, e))
+        })
+    }
+
+    /// Archives a note: it stays in the file (with its links and side data) but is no longer
+    /// loaded or activated. Errors with [`Error::NotFound`] when absent.
+    pub fn archive_note(&mut self, id: &MemoryId) -> Result<()> {
+        self.apply(&[Change::ArchiveNote(*id)])
+    }
+
+    /// Makes an archived note active again. Errors with [`Error::NotFound`] when absent.
+    pub fn unarchive_note(&mut self, id: &MemoryId) -> Result<()> {
+        let s = id.to_string();
+        self.write(|c, p| {
+            let n = c
+                .execute("UPDATE notes SET archived=0 WHERE id=?1", [&s])
+                .map_err(|e| db_err(p, e))?;
+            if n == 0 {
+                return Err(Error::NotFound(format!("note {s}")));
+            }
+            Ok(())
+        })
+    }
+
+    /// Deletes a note for good, with its links in both directions, embeddings, forgetting state
+    /// and retrieval records. Returns whether it existed.
+    pub fn delete_note(&mut self, id: &MemoryId) -> Result<bool> {
+        let s = id.to_string();
+        self.write(|c, p| delete_note_rows(c, p, &s, true))
+    }
+
+    /// Commits several writes in ONE transaction: all of them or none.
+    pub fn apply(&mut self, changes: &[Change]) -> Result<()> {
+        for ch in changes {
+            if let Change::PutNote(n) = ch {
+                validate_note(n)?;
+            }
+            if let Change::PutLink(l) = ch {
+                validate_link(l)?;
+            }
+        }
+        self.write(|c, p| {
+            for ch in changes {
+                apply_change(c, p, ChangeRef::from(ch))?;
+            }
+            Ok(())
+        })
+    }
+
+    fn apply_one(&mut self, ch: ChangeRef<'_>) -> Result<()> {
+        match ch {
+            ChangeRef::PutNote(n) => validate_note(n)?,
+            ChangeRef::PutLink(l) => validate_link(l)?,
+            _ => {}
+        }
+        self.write(|c, p| apply_change(c, p, ch))
+    }
+
+    // ---- embeddings -------------------------------------------------------------------------
+
+    /// Stores the embedding of a note under `model`, with the SHA-256 of the embedded text (so
+    /// a changed text is detected; see [`crate::cache::text_hash`]).
+    pub fn put_embedding(
+        &mut self,
+        id: &MemoryId,
+        model: &str,
+        text_hash: &[u8; 32],
+        vector: &[f32],
+    ) -> Result<()> {
+        let (s, m) = (id.to_string(), model.to_owned());
+        let bytes: Vec<u8> = vector.iter().flat_map(|f| f.to_le_bytes()).collect();
+        self.write(|c, p| {
+            c.execute(
+                "INSERT OR REPLACE INTO embeddings (note_id, model, text_hash, dim, vec)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![s, m, &text_hash[..], vector.len() as i64, bytes],
+            )
+            .map(|_| ())
+            .map_err(|e| db_err(p, e))
+        })
+    }
+
+    /// The stored embedding of a note under `model`: (text hash, vector).
+    pub fn embedding(&self, id: &MemoryId, model: &str) -> Result<Option<([u8; 32], Vec<f32>)>> {
+        let row: Option<(Vec<u8>, Vec<u8>)> = self
+            .conn
+            .query_row(
+                "SELECT text_hash, vec FROM embeddings WHERE note_id=?1 AND model=?2",
+                params![id.to_string(), model],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(|e| db_err(&self.path, e))?;
+        row.map(|(h, v)| {
+            let hash: [u8; 32] = h
+                .as_slice()
+                .try_into()
+                .map_err(|_| corrupt(&self.path, "embedding text hash is not 32 bytes"))?;
+            Ok((hash, decode_vec(&self.path, &v)?))
+        })
+        .transpose()
+    }
+
+    /// Brute-force nearest active notes to `query` by cosine similarity under `model`, best
+    /// first. Seeds for [`Store::activate`].
+    ///
+    /// Complexity: O(n·d) reading every vector of the model from disk — fine up to ~100k notes
+    /// of 384–1024 dims (tens to a few hundred ms); beyond that keep an in-memory or ANN index.
+    pub fn nearest(
+        &self,
+        model: &str,
+        query: &[f32],
+        top_k: usize,
+    ) -> Result<Vec<(MemoryId, f32)>> {
+        let qn = norm(query);
+        if qn == 0.0 || top_k == 0 {
+            return Ok(Vec::new());
+        }
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT e.note_id, e.vec FROM embeddings e JOIN notes n ON n.id = e.note_id
+                 WHERE e.model=?1 AND n.archived=0",
+            )
+            .map_err(|e| db_err(&self.path, e))?;
+        let mut rows = st.query([model]).map_err(|e| db_err(&self.path, e))?;
+        let mut scored: Vec<(MemoryId, f32)> = Vec::new();
+        while let Some(r) = rows.next().map_err(|e| db_err(&self.path, e))? {
+            let id: String = r.get(0).map_err(|e| db_err(&self.path, e))?;
+            let v: Vec<u8> = r.get(1).map_err(|e| db_err(&self.path, e))?;
+            let v = decode_vec(&self.path, &v)?;
+            if v.len() != query.len() {
+                continue;
+            }
+            let dot: f32 = v.iter().zip(query).map(|(a, b)| a * b).sum();
+            let vn = norm(&v);
+            if vn > 0.0 {
+                scored.push((MemoryId(parse_id(&self.path, &id)?), dot / (vn * qn)));
+            }
+        }
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        scored.truncate(top_k);
+        Ok(scored)
+    }
+
+    // ---- retrieval records and forgetting ---------------------------------------------------
+
+    /// Appends retrieval records (node, time) in one transaction.
+    pub fn append_records(&mut self, records: &[(MemoryId, DateTime<Utc>)]) -> Result<()> {
+        self.write(|c, p| insert_records(c, p, records))
+    }
+
+    /// Records at or after `since`, oldest first.
+    pub fn records_since(&self, since: DateTime<Utc>) -> Result<Vec<(MemoryId, DateTime<Utc>)>> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT note_id, at FROM records WHERE at >= ?1 ORDER BY at, seq")
+            .map_err(|e| db_err(&self.path, e))?;
+        let rows: Vec<(String, String)> = st
+            .query_map([ts(&since)], |r| Ok((r.get(0)?, r.get(1)?)))
+            .and_then(|it| it.collect())
+            .map_err(|e| db_err(&self.path, e))?;
+        rows.into_iter()
+            .map(|(id, at)| {
+                Ok((
+                    MemoryId(parse_id(&self.path, &id)?),
+                    parse_ts(&self.path, &at)?,
+                ))
+            })
+            .collect()
+    }
+
+    /// Deletes records older than `before`; returns how many.
+    pub fn prune_records(&mut self, before: DateTime<Utc>) -> Result<usize> {
+        let t = ts(&before);
+        self.write(|c, p| {
+            c.execute("DELETE FROM records WHERE at < ?1", [&t])
+                .map_err(|e| db_err(p, e))
+        })
+    }
+
+    /// Sets the forgetting state of a note (one transaction).
+    pub fn set_forget_state(&mut self, id: &MemoryId, state: &ForgetState) -> Result<()> {
+        let s = id.to_string();
+        self.write(|c, p| set_forget_tx(c, p, &s, state))
+    }
+
+    /// The forgetting state of a note, if any.
+    pub fn forget_state(&self, id: &MemoryId) -> Result<Option<ForgetState>> {
+        self.conn
+            .query_row(
+                "SELECT missing_degree, band, revised_text, original_text, updated_at
+                 FROM forget_state WHERE note_id=?1",
+                [id.to_string()],
+                |r| {
+                    Ok((
+                        r.get::<_, f64>(0)?,
+                        r.get::<_, i64>(1)?,
+                        r.get::<_, Option<String>>(2)?,
+                        r.get::<_, Option<String>>(3)?,
+                        r.get::<_, String>(4)?,
+                    ))
+                },
+            )
+            .optional()
+            .map_err(|e| db_err(&self.path, e))?
+            .map(|(missing_degree, band, revised_text, original_text, at)| {
+                Ok(ForgetState {
+                    missing_degree,
+                    band: u32::try_from(band)
+                        .map_err(|_| corrupt(&self.path, format!("bad band {band}")))?,
+                    revised_text,
+                    original_text,
+                    updated_at: parse_ts(&self.path, &at)?,
+                })
+            })
+            .transpose()
+    }
+
+    // ---- sliding window and summary ---------------------------------------------------------
+
+    /// Appends a message to the window; returns its sequence number (increasing, never reused).
+    pub fn append_message(&mut self, m: &Message) -> Result<i64> {
+        self.write(|c, p| insert_message(c, p, m))
+    }
+
+    /// The window, oldest first, with sequence numbers.
+    pub fn window(&self) -> Result<Vec<(i64, Message)>> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT seq, role, text, at, tagged FROM window ORDER BY seq")
+            .map_err(|e| db_err(&self.path, e))?;
+        let rows: Vec<(i64, String, String, String, bool)> = st
+            .query_map([], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            })
+            .and_then(|it| it.collect())
+            .map_err(|e| db_err(&self.path, e))?;
+        rows.into_iter()
+            .map(|(seq, role, text, at, tagged)| {
+                Ok((
+                    seq,
+                    Message {
+                        role,
+                        text,
+                        at: parse_ts(&self.path, &at)?,
+                        tagged,
+                    },
+                ))
+            })
+            .collect()
+    }
+
+    /// Drops window messages with `seq <= up_to_seq` (they slid out); returns how many.
+    pub fn pop_messages(&mut self, up_to_seq: i64) -> Result<usize> {
+        self.write(|c, p| {
+            c.execute("DELETE FROM window WHERE seq <= ?1", [up_to_seq])
+                .map_err(|e| db_err(p, e))
+        })
+    }
+
+    /// Replaces the running summary.
+    pub fn set_summary(&mut self, text: &str) -> Result<()> {
+        let t = text.to_owned();
+        self.write(|c, p| set_meta_tx(c, p, META_SUMMARY, &t))
+    }
+
+    /// The running summary, if one was set.
+    pub fn summary(&self) -> Result<Option<String>> {
+        self.meta(META_SUMMARY)
+    }
+
+    // ---- export / import --------------------------------------------------------------------
+
+    /// Everything of the character as one JSON document: all notes (archived included, with
+    /// links), window, summary, retrieval records, forgetting state, embeddings and meta.
+    /// [`Store::import_character`] restores it exactly.
+    ///
+    /// Complexity: O(file contents); the document is held in memory.
+    pub fn export_character(&self) -> Result<serde_json::Value> {
+        let notes = self.query_notes("")?;
+        let mut links = self.query_links("")?;
+        let notes: Vec<ExportNote> = notes
+            .into_iter()
+            .map(|(n, archived)| ExportNote {
+                uuid: n.id.0,
+                id: n.readable_id,
+                tags: n.tags,
+                mem_type: n.mem_type,
+                retrieval_count: n.retrieval_count,
+                create_time: n.create_time,
+                last_accessed_time: n.last_accessed_time,
+                core: n.core,
+                archived,
+                mem_links: links
+                    .remove(&n.id)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|l| ExportLink {
+                        id: l.id.0,
+                        to: l.to.0,
+                        intensity: l.intensity,
+                        link_type: l.link_type,
+                    })
+                    .collect(),
+            })
+            .collect();
+        // Links whose source note is not stored (possible after delete_link-free edits of
+        // sources elsewhere) are kept too, so nothing is lost.
+        let mut orphan_links: Vec<ExportOrphanLink> = links
+            .into_values()
+            .flatten()
+            .map(|l| ExportOrphanLink {
+                id: l.id.0,
+                from: l.from.0,
+                to: l.to.0,
+                intensity: l.intensity,
+                link_type: l.link_type,
+            })
+            .collect();
+        orphan_links.sort_by_key(|l| l.id);
+        let window = self
+            .window()?
+            .into_iter()
+            .map(|(seq, m)| ExportMessage {
+                seq,
+                role: m.role,
+                text: m.text,
+                at: m.at,
+                tagged: m.tagged,
+            })
+            .collect();
+        let records = self
+            .records_since(DateTime::<Utc>::MIN_UTC)?
+            .into_iter()
+            .map(|(node, at)| ExportRecord { node: node.0, at })
+            .collect();
+        let forget = self.all_forget()?;
+        let embeddings = self.all_embeddings()?;
+        let mut meta = self.all_meta()?;
+        meta.retain(|k, _| k != META_CHARACTER && k != META_SUMMARY);
+        let doc = ExportDoc {
+            format: EXPORT_FORMAT.into(),
+            format_version: EXPORT_VERSION,
+            character: self.character.clone(),
+            notes,
+            orphan_links,
+            window,
+            summary: self.summary()?,
+            records,
+            forget,
+            embeddings,
+            meta,
+        };
+        serde_json::to_value(doc).map_err(|e| Error::InvalidJson(e.to_string()))
+    }
+
+    /// Replaces the whole store content with an [`Store::export_character`] document, in one
+    /// transaction. The document must belong to this store's character. Everything is parsed
+    /// and validated before anything is written.
+    pub fn import_character(&mut self, value: &serde_json::Value) -> Result<()> {
+        let doc: ExportDoc = serde_path_to_error::deserialize(value)
+            .map_err(|e| Error::InvalidJson(format!("{}: {}", e.path(), e.inner())))?;
+        if doc.format != EXPORT_FORMAT || doc.format_version != EXPORT_VERSION {
+            return Err(Error::InvalidJson(format!(
+                "expected format {EXPORT_FORMAT:?} version {EXPORT_VERSION}, got {:?} version {}",
+                doc.format, doc.format_version
+            )));
+        }
+        if doc.character != self.character {
+            return Err(Error::invalid_argument(
+                "character",
+                format!(
+                    "document of {:?} imported into the store of {:?}",
+                    doc.character, self.character
+                ),
+            ));
+        }
+        let mut notes = Vec::with_capacity(doc.notes.len());
+        for n in doc.notes {
+            let id = MemoryId(n.uuid);
+            let note = MemoryNote {
+                id,
+                readable_id: n.id,
+                tags: n.tags,
+                retrieval_count: n.retrieval_count,
+                create_time: n.create_time,
+                last_accessed_time: n.last_accessed_time,
+                core: n.core,
+                mem_type: n.mem_type,
+                links: n
+                    .mem_links
+                    .into_iter()
+                    .map(|l| MemoryLink {
+                        id: LinkId(l.id),
+                        from: id,
+                        to: MemoryId(l.to),
+                        intensity: l.intensity,
+                        link_type: l.link_type,
+                    })
+                    .collect(),
+            };
+            validate_note(&note)?;
+            notes.push((note, n.archived));
+        }
+        let orphans: Vec<MemoryLink> = doc
+            .orphan_links
+            .into_iter()
+            .map(|l| MemoryLink {
+                id: LinkId(l.id),
+                from: MemoryId(l.from),
+                to: MemoryId(l.to),
+                intensity: l.intensity,
+                link_type: l.link_type,
+            })
+            .collect();
+        for l in &orphans {
+            validate_link(l)?;
+        }
+        let mut embeddings = Vec::with_capacity(doc.embeddings.len());
+        for e in &doc.embeddings {
+            let hash = decode_hex32(&e.text_hash).ok_or_else(|| {
+                Error::InvalidJson(format!("embedding of {}: bad text_hash", e.node))
+            })?;
+            embeddings.push((e, hash));
+        }
+        let (window, summary, records, forget, meta) =
+            (doc.window, doc.summary, doc.records, doc.forget, doc.meta);
+        self.write(|c, p| {
+            c.execute_batch(
+                "DELETE FROM notes; DELETE FROM links; DELETE FROM embeddings;
+                 DELETE FROM records; DELETE FROM forget_state; DELETE FROM window;
+                 DELETE FROM meta WHERE key <> 'character';",
+            )
+            .map_err(|e| db_err(p, e))?;
+            for (n, archived) in &notes {
+                write_note(c, p, n, n.links.iter(), *archived)?;
+            }
+            for l in &orphans {
+                insert_link(c, p, l, None)?;
+            }
+            for m in &window {
+                c.execute(
+                    "INSERT INTO window (seq, role, text, at, tagged) VALUES (?1, ?2, ?3, ?4, ?5)",
+                    params![m.seq, m.role, m.text, ts(&m.at), m.tagged],
+                )
+                .map_err(|e| db_err(p, e))?;
+            }
+            if let Some(s) = &summary {
+                set_meta_tx(c, p, META_SUMMARY, s)?;
+            }
+            let recs: Vec<(MemoryId, DateTime<Utc>)> =
+                records.iter().map(|r| (MemoryId(r.node), r.at)).collect();
+            insert_records(c, p, &recs)?;
+            for f in &forget {
+                let state = ForgetState {
+                    missing_degree: f.missing_degree,
+                    band: f.band,
+                    revised_text: f.revised_text.clone(),
+                    original_text: f.original_text.clone(),
+                    updated_at: f.updated_at,
+                };
+                set_forget_tx(c, p, &f.node.to_string(), &state)?;
+            }
+            for (e, hash) in &embeddings {
+                let bytes: Vec<u8> = e.vec.iter().flat_map(|f| f.to_le_bytes()).collect();
+                c.execute(
+                    "INSERT OR REPLACE INTO embeddings (note_id, model, text_hash, dim, vec)
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                    params![
+                        e.node.to_string(),
+                        e.model,
+                        &hash[..],
+                        e.vec.len() as i64,
+                        bytes
+                    ],
+                )
+                .map_err(|e| db_err(p, e))?;
+            }
+            for (k, v) in &meta {
+                if k != META_CHARACTER && k != META_SUMMARY {
+                    set_meta_tx(c, p, k, v)?;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    // ---- row readers ------------------------------------------------------------------------
+
+    /// Notes matching a WHERE clause (no parameters), in stored order, with their archived flag.
+    fn query_notes(&self, filter: &str) -> Result<Vec<(MemoryNote, bool)>> {
+        self.query_notes_inner(filter, None)
+    }
+
+    fn query_notes_with(&self, filter: &str, arg: &str) -> Result<Vec<(MemoryNote, bool)>> {
+        self.query_notes_inner(filter, Some(arg))
+    }
+
+    fn query_notes_inner(
+        &self,
+        filter: &str,
+        arg: Option<&str>,
+    ) -> Result<Vec<(MemoryNote, bool)>> {
+        let sql = format!(
+            "SELECT id, readable_id, core, retrieval_count, create_time, last_accessed_time,
+                    archived, tags, payload FROM notes {filter} ORDER BY pos"
+        );
+        let mut st = self
+            .conn
+            .prepare_cached(&sql)
+            .map_err(|e| db_err(&self.path, e))?;
+        let params: Vec<&dyn rusqlite::ToSql> = match &arg {
+            Some(a) => vec![a],
+            None => vec![],
+        };
+        let mut rows = st
+            .query(params.as_slice())
+            .map_err(|e| db_err(&self.path, e))?;
+        let mut out = Vec::new();
+        while let Some(r) = rows.next().map_err(|e| db_err(&self.path, e))? {
+            out.push(self.note_from_row(r)?);
+        }
+        Ok(out)
+    }
+
+    fn note_from_row(&self, r: &rusqlite::Row<'_>) -> Result<(MemoryNote, bool)> {
+        let p = &self.path;
+        let g = |e| db_err(p, e);
+        let id: String = r.get(0).map_err(g)?;
+        let readable_id: String = r.get(1).map_err(g)?;
+        let core: bool = r.get(2).map_err(g)?;
+        let count: i64 = r.get(3).map_err(g)?;
+        let create: String = r.get(4).map_err(g)?;
+        let access: String = r.get(5).map_err(g)?;
+        let archived: bool = r.get(6).map_err(g)?;
+        let tags: String = r.get(7).map_err(g)?;
+        let payload: String = r.get(8).map_err(g)?;
+        let mem_type: MemoryType = serde_json::from_str(&payload)
+            .map_err(|e| corrupt(p, format!("note {readable_id}: payload: {e}")))?;
+        let tags: Vec<String> = serde_json::from_str(&tags)
+            .map_err(|e| corrupt(p, format!("note {readable_id}: tags: {e}")))?;
+        Ok((
+            MemoryNote {
+                id: MemoryId(parse_id(p, &id)?),
+                readable_id,
+                tags,
+                retrieval_count: u32::try_from(count)
+                    .map_err(|_| corrupt(p, format!("bad retrieval_count {count}")))?,
+                create_time: parse_ts(p, &create)?,
+                last_accessed_time: parse_ts(p, &access)?,
+                core,
+                mem_type,
+                links: Vec::new(),
+            },
+            archived,
+        ))
+    }
+
+    /// Links matching a WHERE clause, grouped by source, each group in stored order.
+    fn query_links(&self, filter: &str) -> Result<HashMap<MemoryId, Vec<MemoryLink>>> {
+        self.query_links_inner(filter, None)
+    }
+
+    fn query_links_with(
+        &self,
+        filter: &str,
+        arg: &str,
+    ) -> Result<HashMap<MemoryId, Vec<MemoryLink>>> {
+        self.query_links_inner(filter, Some(arg))
+    }
+
+    fn query_links_inner(
+        &self,
+        filter: &str,
+        arg: Option<&str>,
+    ) -> Result<HashMap<MemoryId, Vec<MemoryLink>>> {
+        let sql = format!(
+            "SELECT id, from_id, to_id, intensity, link_type FROM links {filter}
+             ORDER BY from_id, ord"
+        );
+        let p = &self.path;
+        let mut st = self.conn.prepare_cached(&sql).map_err(|e| db_err(p, e))?;
+        let params: Vec<&dyn rusqlite::ToSql> = match &arg {
+            Some(a) => vec![a],
+            None => vec![],
+        };
+        let mut rows = st.query(params.as_slice()).map_err(|e| db_err(p, e))?;
+        let mut out: HashMap<MemoryId, Vec<MemoryLink>> = HashMap::new();
+        while let Some(r) = rows.next().map_err(|e| db_err(p, e))? {
+            let l = link_from_row(p, r)?;
+            out.entry(l.from).or_default().push(l);
+        }
+        Ok(out)
+    }
+
+    fn all_forget(&self) -> Result<Vec<ExportForget>> {
+        let ids: Vec<String> = {
+            let mut st = self
+                .conn
+                .prepare("SELECT note_id FROM forget_state ORDER BY note_id")
+                .map_err(|e| db_err(&self.path, e))?;
+            let rows = st
+                .query_map([], |r| r.get(0))
+                .and_then(|it| it.collect::<rusqlite::Result<Vec<String>>>())
+                .map_err(|e| db_err(&self.path, e))?;
+            rows
+        };
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            let node = MemoryId(parse_id(&self.path, &id)?);
+            if let Some(state) = self.forget_state(&node)? {
+                out.push(ExportForget {
+                    node: node.0,
+                    missing_degree: state.missing_degree,
+                    band: state.band,
+                    revised_text: state.revised_text,
+                    original_text: state.original_text,
+                    updated_at: state.updated_at,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    fn all_embeddings(&self) -> Result<Vec<ExportEmbedding>> {
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT note_id, model, text_hash, vec FROM embeddings ORDER BY note_id, model",
+            )
+            .map_err(|e| db_err(&self.path, e))?;
+        let rows: Vec<(String, String, Vec<u8>, Vec<u8>)> = st
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .and_then(|it| it.collect())
+            .map_err(|e| db_err(&self.path, e))?;
+        rows.into_iter()
+            .map(|(id, model, hash, vec)| {
+                Ok(ExportEmbedding {
+                    node: parse_id(&self.path, &id)?,
+                    model,
+                    text_hash: hash.iter().map(|b| format!("{b:02x}")).collect(),
+                    vec: decode_vec(&self.path, &vec)?,
+                })
+            })
+            .collect()
+    }
+
+    fn all_meta(&self) -> Result<std::collections::BTreeMap<String, String>> {
+        let mut st = self
+            .conn
+            .prepare("SELECT key, value FROM meta")
+            .map_err(|e| db_err(&self.path, e))?;
+        let rows = st
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .and_then(|it| it.collect())
+            .map_err(|e| db_err(&self.path, e))?;
+        Ok(rows)
+    }
+
+    pub(crate) fn conn(&self) -> &Connection {
+        &self.conn
+    }
+}
+
+fn incompatible_at(path: &Path, message: impl Into<String>) -> Error {
+    Error::Incompatible {
+        path: path.display().to_string(),
+        message: message.into(),
+    }
+}
+
+fn norm(v: &[f32]) -> f32 {
+    v.iter().map(|x| x * x).sum::<f32>().sqrt()
+}
+
+fn decode_vec(path: &Path, b: &[u8]) -> Result<Vec<f32>> {
+    if b.len() % 4 != 0 {
+        return Err(corrupt(
+            path,
+            "embedding blob length is not a multiple of 4",
+        ));
+    }
+    Ok(b.chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
+}
+
+fn decode_hex32(s: &str) -> Option<[u8; 32]> {
+    if s.len() != 64 || !s.is_ascii() {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
+}
+
+fn link_from_row(p: &Path, r: &rusqlite::Row<'_>) -> Result<MemoryLink> {
+    let g = |e| db_err(p, e);
+    let id: String = r.get(0).map_err(g)?;
+    let from: String = r.get(1).map_err(g)?;
+    let to: String = r.get(2).map_err(g)?;
+    let intensity: f64 = r.get(3).map_err(g)?;
+    let lt: String = r.get(4).map_err(g)?;
+    Ok(MemoryLink {
+        id: LinkId(parse_id(p, &id)?),
+        from: MemoryId(parse_id(p, &from)?),
+        to: MemoryId(parse_id(p, &to)?),
+        intensity,
+        link_type: serde_json::from_str::<MemoryLinkType>(&lt)
+            .map_err(|e| corrupt(p, format!("link {id}: link_type: {e}")))?,
+    })
+}
+
+/// Builds a graph from notes and their links: all notes first, then links in stored order, so
+/// each note's attached links keep their stored order; links to absent notes become pending.
+pub(crate) fn build_graph(
+    character: &str,
+    notes: Vec<(MemoryNote, bool)>,
+    links: &mut HashMap<MemoryId, Vec<MemoryLink>>,
+) -> Result<MemoryGraph> {
+    let mut graph = MemoryGraph::new(character);
+    let order: Vec<MemoryId> = notes.iter().map(|(n, _)| n.id).collect();
+    for (n, _) in notes {
+        graph.insert(n)?;
+    }
+    for id in order {
+        for l in links.remove(&id).unwrap_or_default() {
+            graph.add_link(l)?;
+        }
+    }
+    Ok(graph)
+}
+
+fn validate_link(l: &MemoryLink) -> Result<()> {
+    let node = l.from.to_string();
+    validate_intensity(&node, l.intensity)?;
+    validate_link_type(&node, &l.link_type)
+}
+
+/// The same checks Graph JSON import applies, so the store never holds what import refuses.
+fn validate_note(n: &MemoryNote) -> Result<()> {
+    let node = n.readable_id.as_str();
+    if node.trim().is_empty() {
+        return Err(Error::invalid_value(
+            &n.id.to_string(),
+            "id",
+            "must not be empty",
+        ));
+    }
+    validate_mem_type(node, &n.mem_type)?;
+    if n.last_accessed_time < n.create_time {
+        return Err(Error::invalid_value(
+            node,
+            "last_accessed_time",
+            "must not be earlier than create_time",
+        ));
+    }
+    for (i, l) in n.links.iter().enumerate() {
+        if l.from != n.id {
+            return Err(Error::invalid_value(
+                node,
+                &format!("mem_links[{i}].from"),
+                format!("must equal the note id {}, got {}", n.id, l.from),
+            ));
+        }
+        validate_intensity(node, l.intensity)?;
+        validate_link_type(node, &l.link_type)?;
+    }
+    Ok(())
+}
+
+/// Borrowed form of [`Change`], so single-write methods need not clone their argument.
+#[derive(Clone, Copy)]
+enum ChangeRef<'a> {
+    PutNote(&'a MemoryNote),
+    PutLink(&'a MemoryLink),
+    DeleteLink(&'a LinkId),
+    ArchiveNote(&'a MemoryId),
+    DeleteNote(&'a MemoryId),
+    AppendRecords(&'a [(MemoryId, DateTime<Utc>)]),
+    SetForgetState(&'a MemoryId, &'a ForgetState),
+    ClearForgetState(&'a MemoryId),
+    AppendMessage(&'a Message),
+    PopMessages(i64),
+    SetSummary(&'a str),
+    SetMeta(&'a str, &'a str),
+}
+
+impl<'a> From<&'a Change> for ChangeRef<'a> {
+    fn from(c: &'a Change) -> Self {
+        match c {
+            Change::PutNote(n) => ChangeRef::PutNote(n),
+            Change::PutLink(l) => ChangeRef::PutLink(l),
+            Change::DeleteLink(l) => ChangeRef::DeleteLink(l),
+            Change::ArchiveNote(i) => ChangeRef::ArchiveNote(i),
+            Change::DeleteNote(i) => ChangeRef::DeleteNote(i),
+            Change::AppendRecords(r) => ChangeRef::AppendRecords(r),
+            Change::SetForgetState(i, s) => ChangeRef::SetForgetState(i, s),
+            Change::ClearForgetState(i) => ChangeRef::ClearForgetState(i),
+            Change::AppendMessage(m) => ChangeRef::AppendMessage(m),
+            Change::PopMessages(s) => ChangeRef::PopMessages(*s),
+            Change::SetSummary(s) => ChangeRef::SetSummary(s),
+            Change::SetMeta(k, v) => ChangeRef::SetMeta(k, v),
+        }
+    }
+}
+
+fn apply_change(c: &Connection, p: &Path, ch: ChangeRef<'_>) -> Result<()> {
+    let e = |err| db_err(p, err);
+    match ch {
+        ChangeRef::PutNote(n) => {
+            let clash: Option<String> = c
+                .query_row(
+                    "SELECT id FROM notes WHERE readable_id=?1 AND id<>?2",
+                    params![n.readable_id, n.id.to_string()],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(e)?;
+            if clash.is_some() {
+                return Err(Error::DuplicateId {
+                    id: n.readable_id.clone(),
+                    index: None,
+                });
+            }
+            let archived: Option<bool> = c
+                .query_row(
+                    "SELECT archived FROM notes WHERE id=?1",
+                    [n.id.to_string()],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(e)?;
+            write_note(c, p, n, n.links.iter(), archived.unwrap_or(false))
+        }
+        ChangeRef::PutLink(l) => {
+            let exists: bool = c
+                .query_row(
+                    "SELECT count(*) FROM notes WHERE id=?1",
+                    [l.from.to_string()],
+                    |r| r.get::<_, i64>(0),
+                )
+                .map_err(e)?
+                > 0;
+            if !exists {
+                return Err(Error::NotFound(format!("link source {}", l.from)));
+            }
+            // Keep the position of an existing link; append a new one.
+            let ord: i64 = c
+                .query_row(
+                    "SELECT coalesce((SELECT ord FROM links WHERE id=?1),
+                                     (SELECT max(ord) + 1 FROM links WHERE from_id=?2), 0)",
+                    params![l.id.to_string(), l.from.to_string()],
+                    |r| r.get(0),
+                )
+                .map_err(e)?;
+            insert_link(c, p, l, Some(ord))
+        }
+        ChangeRef::DeleteLink(id) => c
+            .execute("DELETE FROM links WHERE id=?1", [id.to_string()])
+            .map(|_| ())
+            .map_err(e),
+        ChangeRef::ArchiveNote(id) => {
+            let n = c
+                .execute("UPDATE notes SET archived=1 WHERE id=?1", [id.to_string()])
+                .map_err(e)?;
+            if n == 0 {
+                return Err(Error::NotFound(format!("note {id}")));
+            }
+            Ok(())
+        }
+        ChangeRef::DeleteNote(id) => delete_note_rows(c, p, &id.to_string(), true).map(|_| ()),
+        ChangeRef::AppendRecords(r) => insert_records(c, p, r),
+        ChangeRef::SetForgetState(id, s) => set_forget_tx(c, p, &id.to_string(), s),
+        ChangeRef::ClearForgetState(id) => c
+            .execute(
+                "DELETE FROM forget_state WHERE note_id=?1",
+                [id.to_string()],
+            )
+            .map(|_| ())
+            .map_err(e),
+        ChangeRef::AppendMessage(m) => insert_message(c, p, m).map(|_| ()),
+        ChangeRef::PopMessages(s) => c
+            .execute("DELETE FROM window WHERE seq <= ?1", [s])
+            .map(|_| ())
+            .map_err(e),
+        ChangeRef::SetSummary(s) => set_meta_tx(c, p, META_SUMMARY, s),
+        ChangeRef::SetMeta(k, v) => set_meta_tx(c, p, k, v),
+    }
+}
+
+/// Upserts the note row (keeping `pos`, so order is stable) and replaces its outgoing links.
+fn write_note<'a>(
+    c: &Connection,
+    p: &Path,
+    n: &MemoryNote,
+    links: impl Iterator<Item = &'a MemoryLink>,
+    archived: bool,
+) -> Result<()> {
+    let id = n.id.to_string();
+    let tags = to_json(&n.tags)?;
+    let payload = to_json(&n.mem_type)?;
+    c.prepare_cached(
+        "INSERT INTO notes (id, readable_id, kind, core, retrieval_count, create_time,
+                            last_accessed_time, archived, tags, payload)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+         ON CONFLICT(id) DO UPDATE SET
+            readable_id=excluded.readable_id, kind=excluded.kind, core=excluded.core,
+            retrieval_count=excluded.retrieval_count, create_time=excluded.create_time,
+            last_accessed_time=excluded.last_accessed_time, archived=excluded.archived,
+            tags=excluded.tags, payload=excluded.payload",
+    )
+    .and_then(|mut st| {
+        st.execute(params![
+            id,
+            n.readable_id,
+            n.kind().as_str(),
+            n.core,
+            i64::from(n.retrieval_count),
+            ts(&n.create_time),
+            ts(&n.last_accessed_time),
+            archived,
+            tags,
+            payload,
+        ])
+    })
+    .map_err(|e| db_err(p, e))?;
+    c.prepare_cached("DELETE FROM links WHERE from_id=?1")
+        .and_then(|mut st| st.execute([&id]))
+        .map_err(|e| db_err(p, e))?;
+    for (ord, l) in links.enumerate() {
+        insert_link(c, p, l, Some(ord as i64))?;
+    }
+    Ok(())
+}
+
+/// Inserts (or replaces, by id) one link at position `ord` (`None`: after the source's last).
+fn insert_link(c: &Connection, p: &Path, l: &MemoryLink, ord: Option<i64>) -> Result<()> {
+    let lt = to_json(&l.link_type)?;
+    let from = l.from.to_string();
+    let ord = match ord {
+        Some(o) => o,
+        None => c
+            .query_row(
+                "SELECT coalesce(max(ord) + 1, 0) FROM links WHERE from_id=?1",
+                [&from],
+                |r| r.get(0),
+            )
+            .map_err(|e| db_err(p, e))?,
+    };
+    c.prepare_cached(
+        "INSERT OR REPLACE INTO links (id, from_id, to_id, ord, intensity, link_type)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )
+    .and_then(|mut st| {
+        st.execute(params![
+            l.id.to_string(),
+            from,
+            l.to.to_string(),
+            ord,
+            l.intensity,
+            lt
+        ])
+    })
+    .map(|_| ())
+    .map_err(|e| db_err(p, e))
+}
+
+/// Deletes a note row and its outgoing links; with `everything`, also incoming links and its
+/// side data. Returns whether the note existed.
+fn delete_note_rows(c: &Connection, p: &Path, id: &str, everything: bool) -> Result<bool> {
+    let e = |err| db_err(p, err);
+    let n = c
+        .execute("DELETE FROM notes WHERE id=?1", [id])
+        .map_err(e)?;
+    c.execute("DELETE FROM links WHERE from_id=?1", [id])
+        .map_err(e)?;
+    if everything {
+        c.execute("DELETE FROM links WHERE to_id=?1", [id])
+            .map_err(e)?;
+        c.execute("DELETE FROM embeddings WHERE note_id=?1", [id])
+            .map_err(e)?;
+        c.execute("DELETE FROM forget_state WHERE note_id=?1", [id])
+            .map_err(e)?;
+        c.execute("DELETE FROM records WHERE note_id=?1", [id])
+            .map_err(e)?;
+    }
+    Ok(n > 0)
+}
+
+fn insert_records(c: &Connection, p: &Path, records: &[(MemoryId, DateTime<Utc>)]) -> Result<()> {
+    let mut st = c
+        .prepare_cached("INSERT INTO records (note_id, at) VALUES (?1, ?2)")
+        .map_err(|e| db_err(p, e))?;
+    for (id, at) in records {
+        st.execute(params![id.to_string(), ts(at)])
+            .map_err(|e| db_err(p, e))?;
+    }
+    Ok(())
+}
+
+fn insert_message(c: &Connection, p: &Path, m: &Message) -> Result<i64> {
+    c.prepare_cached("INSERT INTO window (role, text, at, tagged) VALUES (?1, ?2, ?3, ?4)")
+        .and_then(|mut st| st.execute(params![m.role, m.text, ts(&m.at), m.tagged]))
+        .map_err(|e| db_err(p, e))?;
+    Ok(c.last_insert_rowid())
+}
+
+fn set_meta_tx(c: &Connection, p: &Path, key: &str, value: &str) -> Result<()> {
+    c.prepare_cached("INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)")
+        .and_then(|mut st| st.execute(params![key, value]))
+        .map(|_| ())
+        .map_err(|e| db_err(p, e))
+}
+
+fn set_forget_tx(c: &Connection, p: &Path, id: &str, s: &ForgetState) -> Result<()> {
+    if !(s.missing_degree.is_finite() && (0.0..=1.0).contains(&s.missing_degree)) {
+        return Err(Error::invalid_value(
+            id,
+            "forget_state.missing_degree",
+            format!(
+                "must be a finite number in [0, 1], got {}",
+                s.missing_degree
+            ),
+        ));
+    }
+    c.prepare_cached(
+        "INSERT OR REPLACE INTO forget_state
+            (note_id, missing_degree, band, revised_text, original_text, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )
+    .and_then(|mut st| {
+        st.execute(params![
+            id,
+            s.missing_degree,
+            i64::from(s.band),
+            s.revised_text,
+            s.original_text,
+            ts(&s.updated_at)
+        ])
+    })
+    .map(|_| ())
+    .map_err(|e| db_err(p, e))
+}
+
+// ---- export document ----------------------------------------------------------------------
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExportDoc {
+    format: String,
+    format_version: u32,
+    character: String,
+    notes: Vec<ExportNote>,
+    #[serde(default)]
+    orphan_links: Vec<ExportOrphanLink>,
+    window: Vec<ExportMessage>,
+    summary: Option<String>,
+    records: Vec<ExportRecord>,
+    forget: Vec<ExportForget>,
+    #[serde(default)]
+    embeddings: Vec<ExportEmbedding>,
+    #[serde(default)]
+    meta: std::collections::BTreeMap<String, String>,
+}
+
+/// A note in Graph JSON shape (readable `id`, `mem_type`, `mem_links`) plus `uuid`/`archived`.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExportNote {
+    uuid: uuid::Uuid,
+    id: String,
+    tags: Vec<String>,
+    mem_type: MemoryType,
+    retrieval_count: u32,
+    create_time: DateTime<Utc>,
+    last_accessed_time: DateTime<Utc>,
+    core: bool,
+    archived: bool,
+    mem_links: Vec<ExportLink>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExportLink {
+    id: uuid::Uuid,
+    to: uuid::Uuid,
+    intensity: f64,
+    link_type: MemoryLinkType,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExportOrphanLink {
+    id: uuid::Uuid,
+    from: uuid::Uuid,
+    to: uuid::Uuid,
+    intensity: f64,
+    link_type: MemoryLinkType,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExportMessage {
+    seq: i64,
+    role: String,
+    text: String,
+    at: DateTime<Utc>,
+    tagged: bool,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExportRecord {
+    node: uuid::Uuid,
+    at: DateTime<Utc>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExportForget {
+    node: uuid::Uuid,
+    missing_degree: f64,
+    band: u32,
+    revised_text: Option<String>,
+    original_text: Option<String>,
+    updated_at: DateTime<Utc>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExportEmbedding {
+    node: uuid::Uuid,
+    model: String,
+    text_hash: String,
+    vec: Vec<f32>,
+}
