@@ -79,8 +79,8 @@ fn assert_same_graph(a: &MemoryGraph, b: &MemoryGraph) {
     for (x, y) in a.notes().zip(b.notes()) {
         assert_eq!(x, y);
     }
-    let mut pa: Vec<_> = a.pending_links().cloned().map(|l| l.id).collect();
-    let mut pb: Vec<_> = b.pending_links().cloned().map(|l| l.id).collect();
+    let mut pa: Vec<_> = a.pending_links().map(|l| l.id).collect();
+    let mut pb: Vec<_> = b.pending_links().map(|l| l.id).collect();
     pa.sort();
     pb.sort();
     assert_eq!(pa, pb);
@@ -93,7 +93,10 @@ fn save_load_round_trips_and_survives_reopen() {
     let g = small_graph();
     {
         let mut s = Store::open(&path, C).unwrap();
-        assert_eq!(s.schema_version().unwrap(), soul_mem_core::store::SCHEMA_VERSION);
+        assert_eq!(
+            s.schema_version().unwrap(),
+            soul_mem_core::store::SCHEMA_VERSION
+        );
         s.save_graph(&g).unwrap();
         assert_same_graph(&g, &s.load_graph().unwrap());
     }
@@ -355,11 +358,7 @@ fn activate_loads_k_hops_both_directions_and_marks_boundary() {
     let s = chain_store();
     let id = |n: &str| MemoryId::derive(C, n);
     let act = s.activate(&[id("b")], 1, 100).unwrap();
-    let mut got: Vec<&str> = act
-        .graph
-        .notes()
-        .map(|n| n.readable_id.as_str())
-        .collect();
+    let mut got: Vec<&str> = act.graph.notes().map(|n| n.readable_id.as_str()).collect();
     got.sort();
     assert_eq!(got, vec!["a", "b", "c", "core", "x"]);
     assert!(!act.truncated);
@@ -400,9 +399,12 @@ fn nearest_is_a_cosine_scan_over_active_notes() {
     let s = chain_store();
     let mut s = s;
     let id = |n: &str| MemoryId::derive(C, n);
-    s.put_embedding(&id("a"), "m", &[0; 32], &[1.0, 0.0]).unwrap();
-    s.put_embedding(&id("b"), "m", &[0; 32], &[0.7, 0.7]).unwrap();
-    s.put_embedding(&id("c"), "m", &[0; 32], &[0.0, 1.0]).unwrap();
+    s.put_embedding(&id("a"), "m", &[0; 32], &[1.0, 0.0])
+        .unwrap();
+    s.put_embedding(&id("b"), "m", &[0; 32], &[0.7, 0.7])
+        .unwrap();
+    s.put_embedding(&id("c"), "m", &[0; 32], &[0.0, 1.0])
+        .unwrap();
     s.put_embedding(&id("d"), "other", &[0; 32], &[1.0, 0.0])
         .unwrap();
     let top = s.nearest("m", &[1.0, 0.1], 2).unwrap();

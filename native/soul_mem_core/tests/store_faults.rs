@@ -69,7 +69,11 @@ fn random_bytes_and_truncated_header_are_refused_untouched() {
     assert_eq!(e.kind(), "corrupt", "{e}");
     assert!(e.to_string().contains("not an SQLite database"), "{e}");
     assert_eq!(std::fs::read(&path).unwrap(), garbage);
-    assert_eq!(siblings(&path), vec!["x.soulmem"], "no lock, WAL or SHM file");
+    assert_eq!(
+        siblings(&path),
+        vec!["x.soulmem"],
+        "no lock, WAL or SHM file"
+    );
 
     let real = healthy(&tmp("real"), 3);
     let bytes = std::fs::read(&real).unwrap();

@@ -266,8 +266,10 @@ fn stats(mut v: Vec<f64>) -> (f64, f64) {
     (percentile(&v, 0.5), percentile(&v, 0.99))
 }
 
-/// Runs the retrieval benchmark for each graph size and prints a table.
-pub fn retrieval(sizes: &[usize]) -> soul_mem_core::Result<()> {
+/// Runs the retrieval benchmark for each graph size and prints a table. `parallel` lets
+/// similarity use rayon on graphs of at least 20 000 nodes (the production default);
+/// otherwise everything is single-threaded.
+pub fn retrieval(sizes: &[usize], parallel: bool) -> soul_mem_core::Result<()> {
     println!(
         "| nodes | edges | PPR push p50/p99 ms | pushes (avg) | power iter (50 it) p50/p99 ms | similarity p50/p99 ms | pipeline p50/p99 ms | memories/actions (avg) |"
     );
@@ -277,7 +279,9 @@ pub fn retrieval(sizes: &[usize]) -> soul_mem_core::Result<()> {
         let s = synth(n, 0xB3C4 ^ n as u64)?;
         let idx = RetrievalIndex::build(&s.graph, s.vectors.clone())?;
         let mut cfg = PipelineConfig::default();
-        cfg.similarity.parallel_min_nodes = usize::MAX; // single thread
+        if !parallel {
+            cfg.similarity.parallel_min_nodes = usize::MAX; // single thread
+        }
         let csr = idx.transition(&cfg.assoc_with_action.association)?;
         eprintln!(
             "n={n}: synthetic graph + index built in {:.1}s ({} MB vectors)",

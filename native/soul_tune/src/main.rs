@@ -6,32 +6,43 @@ mod bench;
 mod forget;
 
 fn usage() -> &'static str {
-    "usage: soul_tune stats <graph.json>\n       soul_tune bench retrieval [--sizes 1000,10000,100000]\n       soul_tune forget [--json] FILE|DIR"
+    "usage: soul_tune stats <graph.json>\n       soul_tune bench retrieval [--sizes 1000,10000,100000] [--parallel]\n       soul_tune forget [--json] FILE|DIR"
 }
 
 fn bench_cmd(args: &[String]) -> ExitCode {
     let mut sizes = vec![1_000, 10_000, 100_000];
-    match args {
-        [] => {}
-        [flag, list] if flag == "--sizes" => {
-            match list.split(',').map(|s| s.trim().parse::<usize>()).collect() {
-                Ok(v) => sizes = v,
-                Err(e) => {
-                    eprintln!("bad --sizes: {e}");
-                    return ExitCode::from(2);
+    let mut parallel = false;
+    let mut rest = args.iter();
+    while let Some(a) = rest.next() {
+        match a.as_str() {
+            "--parallel" => parallel = true,
+            "--sizes" => {
+                let parsed: Result<Vec<usize>, _> = rest
+                    .next()
+                    .map(String::as_str)
+                    .unwrap_or("")
+                    .split(',')
+                    .map(|s| s.trim().parse::<usize>())
+                    .collect();
+                match parsed {
+                    Ok(v) => sizes = v,
+                    Err(e) => {
+                        eprintln!("bad --sizes: {e}");
+                        return ExitCode::from(2);
+                    }
                 }
             }
-        }
-        _ => {
-            eprintln!("{}", usage());
-            return ExitCode::from(2);
+            _ => {
+                eprintln!("{}", usage());
+                return ExitCode::from(2);
+            }
         }
     }
     if sizes.contains(&0) {
         eprintln!("sizes must be positive");
         return ExitCode::from(2);
     }
-    match bench::retrieval(&sizes) {
+    match bench::retrieval(&sizes, parallel) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");

@@ -82,6 +82,8 @@ pub struct ForgetState {
 }
 
 /// One write of a batch committed by [`Store::apply`].
+// Batches hold a handful of changes; boxing notes would only add noise at call sites.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Change {
     /// Upsert a note and replace its outgoing links ([`Store::put_note`]).
@@ -131,7 +133,7 @@ pub(crate) fn db_err(path: &Path, e: rusqlite::Error) -> Error {
         Some(C::DiskFull) => Error::DiskFull { path: p, message },
         Some(C::ReadOnly) => Error::ReadOnly { path: p, message },
         Some(C::DatabaseBusy) | Some(C::DatabaseLocked) => Error::InUse { path: p },
-        Some(C::CannotOpen) | Some(C::PermissionDenied) => Error::ReadOnly { path: p, message },
+        Some(C::PermissionDenied) => Error::ReadOnly { path: p, message },
         _ => Error::Io { path: p, message },
     }
 }
@@ -360,8 +362,13 @@ impl Store {
                 });
             }
         }
-        conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=OFF;")
-            .map_err(|e| db_err(&path, e))?;
+        // cache_size: 32 MiB (negative = KiB) instead of 2 MiB, so whole-graph saves and loads
+        // of 100k-note characters do not thrash the page cache; it is a ceiling, not an
+        // allocation.
+        conn.execute_batch(
+            "PRAGMA synchronous=FULL; PRAGMA foreign_keys=OFF; PRAGMA cache_size=-32768;",
+        )
+        .map_err(|e| db_err(&path, e))?;
         if let Some(pages) = opts.max_pages {
             // The pragma answers with the limit in force (never below the current size).
             let _: i64 = conn
@@ -515,9 +522,14 @@ impl Store {
                  DELETE FROM notes WHERE archived=0;",
             )
             .map_err(|e| db_err(p, e))?;
+            let archived: i64 = c
+                .query_row("SELECT count(*) FROM notes", [], |r| r.get(0))
+                .map_err(|e| db_err(p, e))?;
             for n in graph.notes() {
                 // Only archived rows can collide now; the graph's version wins.
-                let stale: Vec<String> = {
+                let stale: Vec<String> = if archived == 0 {
+                    Vec::new()
+                } else {
                     let mut st = c
                         .prepare_cached("SELECT id FROM notes WHERE id=?1 OR readable_id=?2")
                         .map_err(|e| db_err(p, e))?;
@@ -770,12 +782,27 @@ impl Store {
 
     /// Records at or after `since`, oldest first.
     pub fn records_since(&self, since: DateTime<Utc>) -> Result<Vec<(MemoryId, DateTime<Utc>)>> {
+        self.records_where("WHERE at >= ?1", Some(ts(&since)))
+    }
+
+    /// Records matching a WHERE clause with at most one parameter, in time order.
+    fn records_where(
+        &self,
+        filter: &str,
+        arg: Option<String>,
+    ) -> Result<Vec<(MemoryId, DateTime<Utc>)>> {
         let mut st = self
             .conn
-            .prepare_cached("SELECT note_id, at FROM records WHERE at >= ?1 ORDER BY at, seq")
+            .prepare_cached(&format!(
+                "SELECT note_id, at FROM records {filter} ORDER BY at, seq"
+            ))
             .map_err(|e| db_err(&self.path, e))?;
+        let params: Vec<&dyn rusqlite::ToSql> = match &arg {
+            Some(a) => vec![a],
+            None => vec![],
+        };
         let rows: Vec<(String, String)> = st
-            .query_map([ts(&since)], |r| Ok((r.get(0)?, r.get(1)?)))
+            .query_map(params.as_slice(), |r| Ok((r.get(0)?, r.get(1)?)))
             .and_then(|it| it.collect())
             .map_err(|e| db_err(&self.path, e))?;
         rows.into_iter()
@@ -949,7 +976,7 @@ impl Store {
             })
             .collect();
         let records = self
-            .records_since(DateTime::<Utc>::MIN_UTC)?
+            .records_where("", None)?
             .into_iter()
             .map(|(node, at)| ExportRecord { node: node.0, at })
             .collect();
@@ -1293,13 +1320,14 @@ fn norm(v: &[f32]) -> f32 {
 }
 
 fn decode_vec(path: &Path, b: &[u8]) -> Result<Vec<f32>> {
-    if b.len() % 4 != 0 {
+    let chunks = b.chunks_exact(4);
+    if !chunks.remainder().is_empty() {
         return Err(corrupt(
             path,
             "embedding blob length is not a multiple of 4",
         ));
     }
-    Ok(b.chunks_exact(4)
+    Ok(chunks
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect())
 }

@@ -1,0 +1,68 @@
+defmodule SoulMem.Chat do
+  @moduledoc """
+  One conversational turn with a character: push the user's message, recall memories for it,
+  and — when an LLM is configured — ask the LLM for the character's reply with the rendered
+  context, then push the reply into the window too. Without an LLM the turn still recalls
+  (SoulMem's own job); the reply is `nil`.
+  """
+
+  @type turn :: %{recall: SoulMem.recall_result(), reply: String.t() | nil, llm_error: term()}
+
+  @doc """
+  Runs one turn for `character` (a running character id or pid).
+
+  Options: `:llm` — keyword options for `SoulMem.LLM.chat/2` (default `[]`: application
+  config), `false` to skip the reply; `:timeout` — character call timeout (default 30 s: the
+  first recall may embed the graph).
+  """
+  @spec turn(String.t() | pid(), String.t(), keyword()) :: {:ok, turn()} | {:error, term()}
+  def turn(character, text, opts \\ []) when is_binary(text) do
+    opts = Keyword.validate!(opts, llm: [], timeout: 30_000)
+
+    if String.trim(text) == "" do
+      {:error, :empty_text}
+    else
+      message = %{role: :user, text: text, at: DateTime.utc_now()}
+
+      with {:ok, recall} <-
+             SoulMem.recall(character, %{messages: [message]}, timeout: opts[:timeout]) do
+        {reply, llm_error} = reply(character, recall, text, opts)
+        {:ok, %{recall: recall, reply: reply, llm_error: llm_error}}
+      end
+    end
+  end
+
+  defp reply(_character, _recall, _text, llm: false, timeout: _), do: {nil, nil}
+
+  defp reply(character, recall, text, opts) do
+    messages = [
+      %{role: :system, content: system_prompt(recall)},
+      %{role: :user, content: text}
+    ]
+
+    case SoulMem.LLM.chat(messages, opts[:llm]) do
+      {:ok, %{content: content}} ->
+        answer = %{role: :assistant, text: content, at: DateTime.utc_now()}
+        _ = SoulMem.Character.push(character, answer, opts[:timeout])
+        {content, nil}
+
+      {:error, reason} ->
+        {nil, reason}
+    end
+  end
+
+  @doc """
+  The system prompt for the character's reply: who it is (core memories) and the rendered
+  context block.
+  """
+  @spec system_prompt(SoulMem.recall_result()) :: String.t()
+  def system_prompt(recall) do
+    name =
+      Enum.find_value(recall.core, "这个角色", fn item ->
+        if item.id == "sem_self", do: item.content |> String.split("：") |> hd()
+      end)
+
+    "你是#{name}。请始终以#{name}的身份、用第一人称和自然的口语回答，" <>
+      "只使用下面的记忆与对话，不要编造记忆里没有的经历。\n\n" <> recall.context
+  end
+end
