@@ -164,13 +164,14 @@ fn put_note_upserts_and_keeps_order_archive_hides() {
     let orphan = link(&sem("ghost"), "sem_self", 1.0);
     assert_eq!(s.put_link(&orphan).unwrap_err().kind(), "not_found");
 
-    // Archive: not loaded, links into it dropped from the loaded graph, still in the file.
+    // Archive: not loaded, links into it wait as pending links, still in the file.
     let sit = MemoryId::derive(C, "sit_b");
     s.archive_note(&sit).unwrap();
     let g = s.load_graph().unwrap();
     assert_eq!(g.len(), 3);
     assert!(g.get(&sit).is_none());
-    assert_eq!(g.stats().pending_links, 0);
+    assert_eq!(g.stats().pending_links, 1);
+    assert_eq!(g.link_count(), 1);
     assert!(s.is_archived(&sit).unwrap());
     assert_eq!(s.counts().unwrap().1, 1);
     // Saving the loaded graph keeps the archived note.
@@ -391,7 +392,7 @@ fn activate_loads_k_hops_both_directions_and_marks_boundary() {
     let act3 = s.activate(&[id("b"), MemoryId::random()], 5, 100).unwrap();
     assert!(act3.graph.get(&id("c")).is_none());
     assert!(act3.graph.get(&id("d")).is_none());
-    assert_eq!(act3.graph.stats().pending_links, 0);
+    assert_eq!(act3.graph.stats().pending_links, 1, "b→c waits");
 }
 
 #[test]
@@ -415,4 +416,40 @@ fn nearest_is_a_cosine_scan_over_active_notes() {
     s.archive_note(&id("a")).unwrap();
     assert_eq!(s.nearest("m", &[1.0, 0.1], 1).unwrap()[0].0, id("b"));
     assert!(s.nearest("m", &[0.0, 0.0], 3).unwrap().is_empty());
+}
+
+#[test]
+fn save_graph_revives_archived_notes_it_contains_and_keeps_the_rest() {
+    let dir = tmp("revive");
+    let mut s = Store::open_in(&dir, C).unwrap();
+    let g = small_graph();
+    s.save_graph(&g).unwrap();
+    let sit = MemoryId::derive(C, "sit_b");
+    let proc_c = MemoryId::derive(C, "proc_c");
+    s.archive_note(&sit).unwrap();
+    s.archive_note(&proc_c).unwrap();
+    // put_note on an archived note updates it but keeps it archived.
+    let mut p = s.note(&proc_c).unwrap().unwrap();
+    p.retrieval_count = 3;
+    s.put_note(&p).unwrap();
+    assert!(s.is_archived(&proc_c).unwrap());
+    // The full graph (which still holds both) revives them; a graph without them keeps them
+    // archived.
+    s.save_graph(&g).unwrap();
+    assert_eq!(s.counts().unwrap(), (4, 0, 3));
+    assert_same_graph(&g, &s.load_graph().unwrap());
+    s.archive_note(&sit).unwrap();
+    let loaded = s.load_graph().unwrap();
+    s.save_graph(&loaded).unwrap();
+    assert_eq!(
+        s.counts().unwrap(),
+        (3, 1, 3),
+        "no link lost by load → save"
+    );
+    assert_eq!(s.note(&sit).unwrap().unwrap().links.len(), 2);
+    // A graph of another character is refused.
+    assert_eq!(
+        s.save_graph(&MemoryGraph::new("小白")).unwrap_err().kind(),
+        "invalid_argument"
+    );
 }

@@ -156,14 +156,15 @@ fn acknowledged_writes_survive_kill_9() {
     let mut rand = rng();
     let base = std::env::temp_dir().join(format!("soulmem-store-crash-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&base);
-    // Round 0 kills right after the first ack; the others at random points.
-    let rounds = 6;
+    // Round 0 kills while the store is being created/opened (no ack read), round 1 right
+    // after the first ack, the others at random points.
+    let rounds = 8;
     for round in 0..rounds {
         let dir = base.join(format!("r{round}"));
         std::fs::create_dir_all(&dir).unwrap();
         let db = Store::path_for(&dir, C);
-        let kill_after = if round == 0 {
-            1
+        let kill_after = if round < 2 {
+            round
         } else {
             1 + rand(WRITES as u64 - 50) as usize
         };
@@ -177,7 +178,14 @@ fn acknowledged_writes_survive_kill_9() {
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let mut acked = 0;
         let mut checked_in_use = false;
+        if kill_after == 0 {
+            // Somewhere in process start-up, store creation or the first writes.
+            std::thread::sleep(std::time::Duration::from_micros(rand(10_000)));
+        }
         for line in lines.by_ref() {
+            if kill_after == 0 {
+                break;
+            }
             let line = line.unwrap();
             if let Some(n) = line.strip_prefix("ack ") {
                 acked = n.parse::<usize>().unwrap() + 1;

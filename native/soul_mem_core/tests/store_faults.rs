@@ -192,11 +192,16 @@ fn read_only_directory_and_file_refuse_writes() {
         println!("skipped: running as root, chmod does not stop writes");
         return;
     }
-    let result = Store::open(&path, C).and_then(|mut s| s.put_note(&note(5)));
+    let in_dir = Store::open(&path, C).and_then(|mut s| s.put_note(&note(5)));
     set(&dir, 0o755).unwrap();
+    // Only the file read-only (directory writable).
+    let file_only = Store::open(&path, C).and_then(|mut s| s.put_note(&note(6)));
     set(&path, 0o644).unwrap();
-    let e = result.unwrap_err();
-    assert_eq!(e.kind(), "read_only", "{e}");
+    for result in [in_dir, file_only] {
+        let e = result.unwrap_err();
+        assert_eq!(e.kind(), "read_only", "{e}");
+        println!("{e}");
+    }
     let s = Store::open(&path, C).unwrap();
     assert_eq!(s.counts().unwrap().0, 2);
     assert!(s.check_integrity().unwrap().is_empty());

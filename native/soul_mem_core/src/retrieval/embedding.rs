@@ -544,8 +544,9 @@ pub fn node_texts(note: &MemoryNote) -> Vec<(FieldKind, String)> {
     out
 }
 
-/// Rows of one field kind for all nodes: a row-major `rows × dim` matrix and per-node row
-/// ranges (`offsets[i]..offsets[i + 1]`).
+/// Rows of one field kind for all nodes: a row-major `rows × dim` matrix. A node's rows are
+/// contiguous; their range is kept node-major in [`NodeVectors`] (one small array per node
+/// for all fields, so the scan reads one offset stream instead of one per field).
 ///
 /// Besides the f32 rows it keeps an int8 scan copy (per-row scale `max|x|/127`): similarity
 /// streams every row of a field per query, so it is memory-bandwidth bound, and the int8 copy
@@ -555,27 +556,20 @@ pub struct FieldMatrix {
     data: Vec<f32>,
     q8: Vec<i8>,
     scales: Vec<f32>,
-    offsets: Vec<u32>,
 }
 
 impl FieldMatrix {
-    /// The rows of node `i` as one contiguous slice (`rows × dim`).
+    /// Rows `a..b` as one contiguous slice (`(b − a) × dim`); empty when out of range.
     #[inline]
-    pub fn node_rows(&self, i: usize, dim: usize) -> &[f32] {
-        match (self.offsets.get(i), self.offsets.get(i + 1)) {
-            (Some(&a), Some(&b)) => &self.data[a as usize * dim..b as usize * dim],
-            _ => &[],
-        }
+    pub fn row_range(&self, a: usize, b: usize, dim: usize) -> &[f32] {
+        self.data.get(a * dim..b * dim).unwrap_or(&[])
     }
 
-    /// The int8 rows of node `i` and their scales.
+    /// Int8 rows `a..b` and their scales; empty when out of range.
     #[inline]
-    pub fn node_rows_q8(&self, i: usize, dim: usize) -> (&[i8], &[f32]) {
-        match (self.offsets.get(i), self.offsets.get(i + 1)) {
-            (Some(&a), Some(&b)) => (
-                &self.q8[a as usize * dim..b as usize * dim],
-                &self.scales[a as usize..b as usize],
-            ),
+    pub fn row_range_q8(&self, a: usize, b: usize, dim: usize) -> (&[i8], &[f32]) {
+        match (self.q8.get(a * dim..b * dim), self.scales.get(a..b)) {
+            (Some(r), Some(s)) => (r, s),
             _ => (&[], &[]),
         }
     }
@@ -615,7 +609,11 @@ pub struct NodeVectors {
     tag_matrix: Vec<f32>,
     tag_offsets: Vec<u32>,
     tag_ids: Vec<u32>,
+    /// `starts[i][f]..starts[i + 1][f]`: rows of field `f` for node `i` (length n + 1).
+    starts: Vec<[u32; ROW_KINDS_LEN]>,
 }
+
+const ROW_KINDS_LEN: usize = FieldKind::ROW_KINDS.len();
 
 impl NodeVectors {
     /// An empty store of dimension `dim` to be filled with [`NodeVectors::push_node`].
@@ -627,15 +625,13 @@ impl NodeVectors {
             dim,
             ids: Vec::new(),
             fields: (0..FieldKind::ROW_KINDS.len())
-                .map(|_| FieldMatrix {
-                    offsets: vec![0],
-                    ..Default::default()
-                })
+                .map(|_| FieldMatrix::default())
                 .collect(),
             tag_vocab: Vec::new(),
             tag_lookup: HashMap::new(),
             tag_matrix: Vec::new(),
             tag_offsets: vec![0],
+            starts: vec![[0; ROW_KINDS_LEN]],
             tag_ids: Vec::new(),
         })
     }
@@ -687,10 +683,11 @@ impl NodeVectors {
             self.tag_vocab.push(t);
             self.tag_matrix.extend_from_slice(&v);
         }
-        for f in &mut self.fields {
-            let rows = (f.data.len() / self.dim) as u32;
-            f.offsets.push(rows);
+        let mut next = [0u32; ROW_KINDS_LEN];
+        for (slot, f) in next.iter_mut().zip(&self.fields) {
+            *slot = (f.data.len() / self.dim) as u32;
         }
+        self.starts.push(next);
         self.tag_ids.extend_from_slice(&node_tag_ids);
         self.tag_offsets.push(self.tag_ids.len() as u32);
         self.ids.push(id);
@@ -766,7 +763,10 @@ impl NodeVectors {
     #[inline]
     pub fn rows(&self, kind: FieldKind, i: usize) -> &[f32] {
         match kind.row_index() {
-            Some(ri) => self.fields[ri].node_rows(i, self.dim),
+            Some(ri) => match self.range(ri, i) {
+                Some((a, b)) => self.fields[ri].row_range(a, b, self.dim),
+                None => &[],
+            },
             None => &[],
         }
     }
@@ -777,7 +777,8 @@ impl NodeVectors {
     #[inline]
     pub fn max_dot_q8(&self, q: &QVec, kind: FieldKind, i: usize) -> Option<f32> {
         let ri = kind.row_index()?;
-        let (rows, scales) = self.fields[ri].node_rows_q8(i, self.dim);
+        let (a, b) = self.range(ri, i)?;
+        let (rows, scales) = self.fields[ri].row_range_q8(a, b, self.dim);
         if scales.is_empty() || self.dim == 0 {
             return None;
         }
@@ -799,6 +800,13 @@ impl NodeVectors {
             .zip(scales)
             .map(|(r, s)| dot_q8(q, r) * s)
             .reduce(f32::max)
+    }
+
+    #[inline]
+    fn range(&self, ri: usize, i: usize) -> Option<(usize, usize)> {
+        let a = self.starts.get(i)?[ri] as usize;
+        let b = self.starts.get(i + 1)?[ri] as usize;
+        Some((a, b))
     }
 
     /// Distinct tag texts.

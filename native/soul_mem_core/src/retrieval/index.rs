@@ -51,6 +51,7 @@ struct RawEdge {
 pub struct RetrievalIndex {
     version: u64,
     nodes: Vec<NodeMeta>,
+    kinds: Vec<NodeKind>,
     by_id: HashMap<MemoryId, u32>,
     idents: Vec<Vec<Ident>>,
     ident_nodes: Vec<u32>,
@@ -154,6 +155,7 @@ impl RetrievalIndex {
         }
         Ok(RetrievalIndex {
             version: graph.version(),
+            kinds: nodes.iter().map(|m| m.kind).collect(),
             nodes,
             by_id,
             idents,
@@ -215,6 +217,12 @@ impl RetrievalIndex {
     /// Node metadata by position.
     pub fn node(&self, i: usize) -> Option<&NodeMeta> {
         self.nodes.get(i)
+    }
+
+    /// Kind of node `i` (a dense byte array: the similarity scan reads it per node).
+    #[inline]
+    pub fn kind(&self, i: usize) -> Option<NodeKind> {
+        self.kinds.get(i).copied()
     }
 
     /// All node metadata in position order.

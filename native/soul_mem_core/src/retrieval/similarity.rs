@@ -189,8 +189,8 @@ fn sit_unit_score(
 impl Prepared<'_> {
     /// Embedding score of node `i` (tag + variant channels); `None` when nothing compares.
     fn emb(&self, idx: &RetrievalIndex, i: usize) -> Option<f32> {
-        let meta = idx.node(i)?;
-        if meta.kind == NodeKind::Procedure {
+        let kind = idx.kind(i)?;
+        if kind == NodeKind::Procedure {
             // Actions are reached through Bayes, never as memories.
             return None;
         }
@@ -211,13 +211,13 @@ impl Prepared<'_> {
             EmbeddedVariant::Semantic(us) => (
                 !us.is_empty(),
                 us.iter().fold(None, |b, u| {
-                    opt_max(b, sem_unit_score(v, meta.kind, i, u, self.w))
+                    opt_max(b, sem_unit_score(v, kind, i, u, self.w))
                 }),
             ),
             EmbeddedVariant::Situation(us) => (
                 !us.is_empty(),
                 us.iter().fold(None, |b, u| {
-                    opt_max(b, sit_unit_score(idx, meta.kind, i, u, self.w))
+                    opt_max(b, sit_unit_score(idx, kind, i, u, self.w))
                 }),
             ),
         };

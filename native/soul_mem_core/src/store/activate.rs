@@ -11,8 +11,8 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 /// An activated working-memory subgraph.
 #[derive(Debug, Clone)]
 pub struct Activation {
-    /// The loaded notes. Outgoing links to notes that were not loaded wait as pending links,
-    /// so loading those notes later attaches them.
+    /// The loaded notes. Outgoing links to notes that were not loaded (or are archived) wait
+    /// as pending links, so loading those notes later attaches them.
     pub graph: MemoryGraph,
     /// Loaded notes that have at least one active neighbour (either link direction) that was
     /// not loaded: where a further expansion would continue.
@@ -94,15 +94,7 @@ impl Store {
                 boundary.insert(*id);
             }
             if let Some(mut note) = self.note(id)? {
-                let mut out = std::mem::take(&mut note.links);
-                // Links into archived notes are not part of working memory.
-                let mut kept = Vec::with_capacity(out.len());
-                for l in out.drain(..) {
-                    if loaded.contains(&l.to) || !self.is_archived(&l.to)? {
-                        kept.push(l);
-                    }
-                }
-                links.insert(*id, kept);
+                links.insert(*id, std::mem::take(&mut note.links));
                 notes.push((note, false));
             }
         }
@@ -153,7 +145,8 @@ impl Store {
         Ok(n > 0)
     }
 
-    fn active_ids(&self, filter: &str) -> Result<Vec<MemoryId>> {
+    /// Ids of notes matching a WHERE clause (no parameters), in stored order.
+    pub(super) fn active_ids(&self, filter: &str) -> Result<Vec<MemoryId>> {
         let p = self.path();
         let mut st = self
             .conn()

@@ -8,6 +8,12 @@
 //! One process owns a store at a time: [`Store::open`] takes an exclusive advisory lock on
 //! `<db>.lock` for the lifetime of the [`Store`] (SQLite's own locking does not keep WAL readers
 //! out, and two writers would interleave conversation state).
+//!
+//! Tables (see [`MIGRATIONS`]): `notes` (typed payload JSON + indexed id, readable_id, kind,
+//! core, retrieval_count, times, archived), `links` (from/to indexed, link_type JSON, ord),
+//! `embeddings` (note, model, text hash, f32 blob), `records` (retrieval records), `forget_state`,
+//! `window` (sliding window) and `meta` (character, summary, free keys). The schema version is
+//! `PRAGMA user_version`; `PRAGMA application_id` is [`APPLICATION_ID`].
 
 mod activate;
 mod bench;
@@ -220,6 +226,36 @@ fn take_lock(db: &Path) -> Result<File> {
         .map_err(|e| io_to_store_err(&lp, &e))
 }
 
+/// Refuses a read-write open up front when the file or its directory cannot be written (WAL
+/// mode must create `-wal`/`-shm` next to the file), with a clearer error than SQLite's.
+/// `access(2)` answers for the real caller, so root (which may write anyway) passes.
+#[cfg(unix)]
+fn check_writable(path: &Path, exists: bool) -> Result<()> {
+    use rustix::fs::{access, Access};
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let refuse = |what: &Path, e: rustix::io::Errno| Error::ReadOnly {
+        path: path.display().to_string(),
+        message: format!(
+            "{} is not writable: {}",
+            what.display(),
+            std::io::Error::from(e)
+        ),
+    };
+    access(dir, Access::WRITE_OK).map_err(|e| refuse(dir, e))?;
+    if exists {
+        access(path, Access::WRITE_OK).map_err(|e| refuse(path, e))?;
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn check_writable(_path: &Path, _exists: bool) -> Result<()> {
+    Ok(())
+}
+
 /// Refuses files that are not SQLite databases before SQLite (or the lock) touches anything.
 /// Returns whether a non-empty file exists.
 fn check_header(path: &Path) -> Result<bool> {
@@ -313,6 +349,9 @@ impl Store {
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir).map_err(|e| io_to_store_err(dir, &e))?;
             }
+        }
+        if !opts.read_only {
+            check_writable(&path, existed)?;
         }
         let lock = take_lock(&path)?;
         // Re-check under the lock: another process may have been writing the file.
@@ -410,19 +449,7 @@ impl Store {
 
     /// Applies `MIGRATIONS[from..]` and stamps the ids, all in one transaction.
     fn migrate(&mut self, from: i64) -> Result<()> {
-        let path = self.path.clone();
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| db_err(&path, e))?;
-        for step in MIGRATIONS.iter().skip(from.max(0) as usize) {
-            tx.execute_batch(step).map_err(|e| db_err(&path, e))?;
-        }
-        tx.execute_batch(&format!(
-            "PRAGMA user_version={SCHEMA_VERSION}; PRAGMA application_id={APPLICATION_ID};"
-        ))
-        .map_err(|e| db_err(&path, e))?;
-        tx.commit().map_err(|e| db_err(&path, e))
+        migrate_steps(&mut self.conn, &self.path, from, MIGRATIONS)
     }
 
     /// The database file.
@@ -516,7 +543,15 @@ impl Store {
         for n in graph.notes() {
             validate_note(n)?;
         }
-        self.write(|c, p| {
+        // A whole-graph save touches every index page; give it a large page cache for the
+        // duration (a ceiling, released below) instead of thrashing the 32 MiB default.
+        let big_cache = graph.len() > 20_000;
+        if big_cache {
+            self.conn
+                .execute_batch("PRAGMA cache_size=-262144;")
+                .map_err(|e| db_err(&self.path, e))?;
+        }
+        let result = self.write(|c, p| {
             c.execute_batch(
                 "DELETE FROM links WHERE from_id IN (SELECT id FROM notes WHERE archived=0);
                  DELETE FROM notes WHERE archived=0;",
@@ -549,19 +584,28 @@ impl Store {
                 write_note(c, p, n, links, false)?;
             }
             Ok(())
-        })
+        });
+        if big_cache {
+            // Shrinking the cache also frees the pages beyond the limit.
+            self.conn
+                .execute_batch("PRAGMA cache_size=-32768;")
+                .map_err(|e| db_err(&self.path, e))?;
+        }
+        result
     }
 
     /// Loads the active (non-archived) notes into a graph, in stored order. Links to archived
-    /// notes are left out; links to notes that are not stored become pending links.
+    /// or unstored notes become pending links (not attached, so algorithms ignore them), which
+    /// keeps `load_graph` → edit → [`Store::save_graph`] lossless.
     ///
     /// Complexity: O(nodes + links).
     pub fn load_graph(&self) -> Result<MemoryGraph> {
         let notes = self.query_notes("WHERE archived=0")?;
-        let mut links = self.query_links(
-            "WHERE from_id IN (SELECT id FROM notes WHERE archived=0)
-               AND to_id NOT IN (SELECT id FROM notes WHERE archived=1)",
-        )?;
+        let active: std::collections::HashSet<MemoryId> = notes.iter().map(|(n, _)| n.id).collect();
+        // One sequential scan of the link table beats index-ordered random reads (3x at 100k
+        // notes); filtering happens here.
+        let mut links = self.query_links("")?;
+        links.retain(|from, _| active.contains(from));
         build_graph(&self.character, notes, &mut links)
     }
 
@@ -1220,10 +1264,8 @@ impl Store {
         filter: &str,
         arg: Option<&str>,
     ) -> Result<HashMap<MemoryId, Vec<MemoryLink>>> {
-        let sql = format!(
-            "SELECT id, from_id, to_id, intensity, link_type FROM links {filter}
-             ORDER BY from_id, ord"
-        );
+        let sql =
+            format!("SELECT id, from_id, to_id, intensity, link_type, ord FROM links {filter}");
         let p = &self.path;
         let mut st = self.conn.prepare_cached(&sql).map_err(|e| db_err(p, e))?;
         let params: Vec<&dyn rusqlite::ToSql> = match &arg {
@@ -1231,12 +1273,20 @@ impl Store {
             None => vec![],
         };
         let mut rows = st.query(params.as_slice()).map_err(|e| db_err(p, e))?;
-        let mut out: HashMap<MemoryId, Vec<MemoryLink>> = HashMap::new();
+        let mut groups: HashMap<MemoryId, Vec<(i64, MemoryLink)>> = HashMap::new();
         while let Some(r) = rows.next().map_err(|e| db_err(p, e))? {
             let l = link_from_row(p, r)?;
-            out.entry(l.from).or_default().push(l);
+            let ord: i64 = r.get(5).map_err(|e| db_err(p, e))?;
+            groups.entry(l.from).or_default().push((ord, l));
         }
-        Ok(out)
+        // Unordered scan (sequential on disk); restore each source's link order here.
+        Ok(groups
+            .into_iter()
+            .map(|(from, mut v)| {
+                v.sort_by_key(|(ord, _)| *ord);
+                (from, v.into_iter().map(|(_, l)| l).collect())
+            })
+            .collect())
     }
 
     fn all_forget(&self) -> Result<Vec<ExportForget>> {
@@ -1306,6 +1356,23 @@ impl Store {
     pub(crate) fn conn(&self) -> &Connection {
         &self.conn
     }
+}
+
+/// Applies `steps[from..]` and sets `user_version = steps.len()` and the application id in
+/// one transaction: a failing step leaves the file at its old version, untouched.
+fn migrate_steps(conn: &mut Connection, path: &Path, from: i64, steps: &[&str]) -> Result<()> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| db_err(path, e))?;
+    for step in steps.iter().skip(from.max(0) as usize) {
+        tx.execute_batch(step).map_err(|e| db_err(path, e))?;
+    }
+    tx.execute_batch(&format!(
+        "PRAGMA user_version={}; PRAGMA application_id={APPLICATION_ID};",
+        steps.len()
+    ))
+    .map_err(|e| db_err(path, e))?;
+    tx.commit().map_err(|e| db_err(path, e))
 }
 
 fn incompatible_at(path: &Path, message: impl Into<String>) -> Error {
@@ -1783,4 +1850,42 @@ struct ExportEmbedding {
     model: String,
     text_hash: String,
     vec: Vec<f32>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn version(c: &Connection) -> i64 {
+        c.query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap()
+    }
+
+    #[test]
+    fn migrations_run_forward_in_one_transaction() {
+        let dir = std::env::temp_dir().join(format!("soulmem-store-mig-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = Store::path_for(&dir, "c");
+        let mut s = Store::open(&path, "c").unwrap();
+        let p = path.clone();
+        assert_eq!(version(&s.conn), SCHEMA_VERSION);
+
+        // A future step that fails half-way leaves version and schema as they were.
+        let mut bad: Vec<&str> = MIGRATIONS.to_vec();
+        bad.push("ALTER TABLE notes ADD COLUMN mood TEXT; SELECT * FROM no_such_table;");
+        assert!(migrate_steps(&mut s.conn, &p, SCHEMA_VERSION, &bad).is_err());
+        assert_eq!(version(&s.conn), SCHEMA_VERSION);
+        assert!(s.conn.prepare("SELECT mood FROM notes").is_err());
+
+        // A good one applies only the new step.
+        let mut good: Vec<&str> = MIGRATIONS.to_vec();
+        good.push("ALTER TABLE notes ADD COLUMN mood TEXT;");
+        migrate_steps(&mut s.conn, &p, SCHEMA_VERSION, &good).unwrap();
+        assert_eq!(version(&s.conn), SCHEMA_VERSION + 1);
+        assert!(s.conn.prepare("SELECT mood FROM notes").is_ok());
+        drop(s);
+        // This build now refuses the file as newer.
+        assert_eq!(Store::open(&path, "c").unwrap_err().kind(), "incompatible");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
