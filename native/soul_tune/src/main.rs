@@ -4,9 +4,10 @@ use std::process::ExitCode;
 
 mod bench;
 mod forget;
+mod retrieve;
 
 fn usage() -> &'static str {
-    "usage: soul_tune stats <graph.json>\n       soul_tune bench retrieval [--sizes 1000,10000,100000] [--parallel]\n       soul_tune forget [--json] FILE|DIR"
+    "usage: soul_tune stats <graph.json>\n       soul_tune bench retrieval [--sizes 1000,10000,100000] [--parallel]\n       soul_tune forget [--json] FILE|DIR\n       soul_tune retrieve <question.json|DIR>... [--mode embedding|association|full|all] [--batch] [--json OUT] [--embedder model|hash] [--cache PATH|none] [--threshold F] [--score-dist] [--verbose]"
 }
 
 fn bench_cmd(args: &[String]) -> ExitCode {
@@ -81,6 +82,7 @@ fn main() -> ExitCode {
             bench_cmd(&args[2..])
         }
         Some("forget") => forget::run(&args[1..]),
+        Some("retrieve") => retrieve::run(&args[1..]),
         _ => {
             eprintln!("{}", usage());
             ExitCode::from(2)

