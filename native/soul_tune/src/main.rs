@@ -7,7 +7,7 @@ mod forget;
 mod retrieve;
 
 fn usage() -> &'static str {
-    "usage: soul_tune stats <graph.json>\n       soul_tune bench retrieval [--sizes 1000,10000,100000] [--parallel]\n       soul_tune forget [--json] FILE|DIR\n       soul_tune retrieve <question.json|DIR>... [--mode embedding|association|full|all] [--batch] [--json OUT] [--embedder model|hash] [--cache PATH|none] [--threshold F] [--score-dist] [--verbose]"
+    "usage: soul_tune stats <graph.json>\n       soul_tune bench retrieval [--sizes 1000,10000,100000] [--parallel]\n       soul_tune forget [--json] FILE|DIR\n       soul_tune retrieve <question.json|DIR>... [--mode embedding|association|full|all] [--batch] [--json OUT] [--embedder model|hash] [--cache PATH|none] [--threshold F] [--sweep JSON] [--action-temperature T] [--score-dist] [--verbose]"
 }
 
 fn bench_cmd(args: &[String]) -> ExitCode {

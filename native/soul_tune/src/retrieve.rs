@@ -42,7 +42,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 /// Usage text of the subcommand.
-pub const USAGE: &str = "soul_tune retrieve <question.json|DIR>... [--mode embedding|association|full|all] [--batch] [--json OUT] [--embedder model|hash] [--model PATH] [--cache PATH|none] [--threshold F] [--score-dist] [--verbose]";
+pub const USAGE: &str = "soul_tune retrieve <question.json|DIR>... [--mode embedding|association|full|all] [--batch] [--json OUT] [--embedder model|hash] [--model PATH] [--cache PATH|none] [--threshold F] [--sweep JSON] [--action-temperature T] [--score-dist] [--verbose]";
 
 /// Parsed command line.
 #[derive(Debug, Clone)]
@@ -67,6 +67,11 @@ pub struct Options {
     pub score_dist: bool,
     /// Print every failing case.
     pub verbose: bool,
+    /// Experimental action channel at this softmax temperature (see
+    /// `eval::tempered_actions`); None = the engine's own channel.
+    pub action_temperature: Option<f64>,
+    /// A `blend_sweep` object overriding every file's own (e.g. `{"tag_sweep":[0.1,0.5]}`).
+    pub sweep: Option<data::BlendSweep>,
 }
 
 /// The default embedding cache: `native/target/soul_tune_embeddings.sqlite3` when the
@@ -95,6 +100,8 @@ pub fn parse_args(args: &[String]) -> Result<Options, String> {
         threshold: None,
         score_dist: false,
         verbose: false,
+        sweep: None,
+        action_temperature: None,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -109,6 +116,23 @@ pub fn parse_args(args: &[String]) -> Result<Options, String> {
             "--verbose" | "-v" => o.verbose = true,
             "--json" => o.json = Some(PathBuf::from(value("--json")?)),
             "--model" => o.model = Some(PathBuf::from(value("--model")?)),
+            "--action-temperature" => {
+                let v = value("--action-temperature")?;
+                let t: f64 = v
+                    .parse()
+                    .map_err(|_| format!("--action-temperature: not a number: {v:?}"))?;
+                if !(t.is_finite() && t > 0.0) {
+                    return Err("--action-temperature must be > 0".into());
+                }
+                o.action_temperature = Some(t);
+            }
+            "--sweep" => {
+                let v = value("--sweep")?;
+                let sw: data::BlendSweep =
+                    serde_json::from_str(&v).map_err(|e| format!("--sweep: {e}"))?;
+                data::expand_sweep_pairs(Some(&sw)).map_err(|e| format!("--sweep: {e}"))?;
+                o.sweep = Some(sw);
+            }
             "--embedder" => {
                 let v = value("--embedder")?;
                 if v != "model" && v != "hash" {
@@ -348,7 +372,10 @@ fn pipeline_config(qf: &QueryFile, o: &Options, pair: &data::WeightPair) -> Pipe
 /// Runs one query file end to end.
 fn run_file(path: &Path, o: &Options, emb: &Emb) -> Result<FileOutcome, data::DataError> {
     let t0 = Instant::now();
-    let qf = data::load(path)?;
+    let mut qf = data::load(path)?;
+    if let Some(sw) = &o.sweep {
+        qf.pairs = data::expand_sweep_pairs(Some(sw)).map_err(|e| run_err(path, e))?;
+    }
     let character = data::character_of(path);
     let graph = load_graph(&qf, &character)?;
     let e = emb.dyn_ref();
@@ -377,8 +404,12 @@ fn run_file(path: &Path, o: &Options, emb: &Emb) -> Result<FileOutcome, data::Da
             let mut summary = Summary::default();
             let mut cases = Vec::with_capacity(qf.cases.len());
             for ((c, v), (_, check)) in qf.cases.iter().zip(&qvecs).zip(&checks) {
-                let ret = eval::run(&idx, &c.sub_queries, v, mode, &cfg)
+                let mut ret = eval::run(&idx, &c.sub_queries, v, mode, &cfg)
                     .map_err(|er| run_err(path, er))?;
+                if let (Mode::Full, Some(t)) = (mode, o.action_temperature) {
+                    ret.actions = eval::tempered_actions(&idx, &c.sub_queries, v, &cfg, t)
+                        .map_err(|er| run_err(path, er))?;
+                }
                 let per_query: Vec<Returned> = c
                     .expected_per_query
                     .iter()
@@ -475,7 +506,7 @@ fn num(x: Option<f64>) -> String {
 
 fn row(label: &str, s: &Summary, ks: &[usize], secs: Option<f64>) -> String {
     let mut line = format!(
-        "{:>5} {:>6} {:>5} {:>4} {:>4} | {:>6} {:>6} {:>6}",
+        "{:>5} {:>6} {:>5} {:>4} {:>4} | {:>6} {:>6} {:>5} {:>6}",
         s.cases,
         s.scored,
         s.data_error,
@@ -483,6 +514,7 @@ fn row(label: &str, s: &Summary, ks: &[usize], secs: Option<f64>) -> String {
         s.procedure_must,
         pct(Summary::ratio(s.must_hit as f64, s.scored)),
         pct(Summary::ratio(s.any_hit as f64, s.scored)),
+        Summary::ratio(s.returned_sum as f64, s.scored).map_or("-".into(), |v| format!("{v:.1}")),
         num(Summary::ratio(s.mrr_sum, s.scored)),
     );
     for k in ks {
@@ -515,8 +547,8 @@ fn row(label: &str, s: &Summary, ks: &[usize], secs: Option<f64>) -> String {
 
 fn header(ks: &[usize]) -> String {
     let mut h = format!(
-        "{:>5} {:>6} {:>5} {:>4} {:>4} | {:>6} {:>6} {:>6}",
-        "cases", "scored", "dErr", "neg", "proc", "must%", "any%", "MRR"
+        "{:>5} {:>6} {:>5} {:>4} {:>4} | {:>6} {:>6} {:>5} {:>6}",
+        "cases", "scored", "dErr", "neg", "proc", "must%", "any%", "ret", "MRR"
     );
     for k in ks {
         h.push_str(&format!(" {:>6}", format!("R@{k}")));
@@ -709,8 +741,13 @@ fn report(
                         (c.status == "scored" && !c.must_hit) || c.action_hit == Some(false)
                     }) {
                         println!(
-                            "      miss {}: missed {:?} returned {:?} actions {:?} (want {:?})",
-                            c.name, c.missed, c.returned, c.actions, c.action_status
+                            "      miss {} [{}]: must missed {:?} | returned {:?} | actions {:?} (action truth: {})",
+                            c.name,
+                            c.status,
+                            c.missed,
+                            c.returned,
+                            c.actions,
+                            c.action_status.unwrap_or("none")
                         );
                     }
                 }
@@ -724,7 +761,7 @@ fn report(
     }
     println!(
         "\nmust% = scored cases whose expected_combined_ranking ids ALL appear in the returned memories \
-(≤ config.max_results); any% = at least one does. scored = non-negative cases whose must ids all exist \
+(≤ config.max_results); any% = at least one does; ret = mean memories returned. scored = non-negative cases whose must ids all exist \
 in the graph; dErr = cases naming ids absent from the graph (not scored); neg = empty expectation (not a failure); proc = scored cases whose must list names a procedure \
 (memories never hold procedures: they are looked up in the action/self-knowledge channels, so only `full` can hit them; \
 ranked list = memories ++ actions ++ self-knowledge). \

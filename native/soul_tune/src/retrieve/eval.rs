@@ -15,8 +15,8 @@ use super::metrics;
 use serde::Serialize;
 use soul_mem_core::model::NodeKind;
 use soul_mem_core::retrieval::{
-    association, similarity, DefaultPipeline, EmbeddedQuery, PipelineConfig, QueryVectors,
-    RetrievalIndex, Stage, SubQuery,
+    association, bayes_actions, similarity, softmax, DefaultPipeline, EmbeddedQuery,
+    PipelineConfig, QueryVectors, RetrievalIndex, Stage, SubQuery,
 };
 use std::collections::{BTreeMap, HashMap};
 
@@ -233,6 +233,8 @@ pub struct Summary {
     /// Scored cases whose must list names a procedure (only the full pipeline's action and
     /// self-knowledge channels can return one).
     pub procedure_must: usize,
+    /// Σ memories returned over scored cases (how much context a floor saves).
+    pub returned_sum: usize,
     /// Scored cases with every must id returned.
     pub must_hit: usize,
     /// Scored cases with at least one must id returned.
@@ -295,6 +297,7 @@ impl Summary {
         self.data_error += o.data_error;
         self.scored += o.scored;
         self.must_hit += o.must_hit;
+        self.returned_sum += o.returned_sum;
         self.procedure_must += o.procedure_must;
         self.any_hit += o.any_hit;
         self.mrr_sum += o.mrr_sum;
@@ -347,6 +350,7 @@ impl Summary {
             "must_hit_rate": Self::ratio(self.must_hit as f64, self.scored),
             "any_hit_rate": Self::ratio(self.any_hit as f64, self.scored),
             "mrr": Self::ratio(self.mrr_sum, self.scored),
+            "mean_returned_memories": Self::ratio(self.returned_sum as f64, self.scored),
             "recall_at": per_k(&self.recall_sum),
             "precision_at": per_k(&self.precision_sum),
             "ndcg_at": per_k(&self.ndcg_sum),
@@ -416,6 +420,7 @@ pub fn score_case(
         if must.iter().any(|m| kind(m) == Some(NodeKind::Procedure)) {
             sum.procedure_must += 1;
         }
+        sum.returned_sum += ret.memories.len();
         sum.must_hit += usize::from(r.must_hit);
         sum.any_hit += usize::from(r.any_hit);
         r.rr = metrics::reciprocal_rank(&returned, &must).unwrap_or(0.0);
@@ -542,4 +547,79 @@ pub fn case_scores(
         }
     }
     Ok(best)
+}
+
+/// Experimental action channel, for evaluating a proposed engine change without touching the
+/// engine: per sub-query, the situation sources (similarity seeds ∪ PPR results, PPR scores
+/// rescaled to `ppr / max ppr · max sim` so both live on one scale, abstract ones ×
+/// `abstract_source_priority`) are softmaxed at `temperature` (`softmax(x / T)`) before Bayes;
+/// sub-queries merge like the pipeline's action channel (best score + priority offset).
+/// The engine's own channel is `T = 1` without the PPR rescale.
+pub fn tempered_actions(
+    idx: &RetrievalIndex,
+    subs: &[SubQuery],
+    vecs: &[QueryVectors],
+    cfg: &PipelineConfig,
+    temperature: f64,
+) -> soul_mem_core::Result<Vec<String>> {
+    let awa = &cfg.assoc_with_action;
+    let max_p = subs.iter().map(|q| q.priority).max().unwrap_or(0);
+    let mut best: HashMap<u32, f64> = HashMap::new();
+    for (q, v) in subs.iter().zip(vecs) {
+        let eq = EmbeddedQuery::assemble(q, v, idx.vectors().dim())?;
+        let seeds: Vec<(u32, f64)> = similarity(idx, &eq, &cfg.similarity)
+            .into_iter()
+            .map(|(i, s)| (i, f64::from(s)))
+            .collect();
+        let ppr = association(idx, &seeds, &awa.association)?;
+        let max_sim = seeds.iter().map(|s| s.1).fold(0.0, f64::max);
+        let max_ppr = ppr.iter().map(|p| p.1).fold(0.0, f64::max);
+        let mut merged: Vec<(u32, f64)> = Vec::new();
+        let rescaled = ppr.iter().map(|&(i, p)| {
+            let s = if max_ppr > 0.0 {
+                p / max_ppr * max_sim
+            } else {
+                0.0
+            };
+            (i, s)
+        });
+        for (i, s) in seeds.iter().copied().chain(rescaled) {
+            let is_sit = matches!(idx.node(i as usize), Some(m) if m.kind.is_situation());
+            if !is_sit || !s.is_finite() || s <= 0.0 {
+                continue;
+            }
+            match merged.iter_mut().find(|(j, _)| *j == i) {
+                Some(e) => e.1 = e.1.max(s),
+                None => merged.push((i, s)),
+            }
+        }
+        let logits: Vec<f64> = merged
+            .iter()
+            .map(|&(i, s)| {
+                let s = if idx.kind(i as usize) == Some(NodeKind::AbstractSituation) {
+                    s * awa.abstract_source_priority
+                } else {
+                    s
+                };
+                s / temperature
+            })
+            .collect();
+        let sources: Vec<(u32, f64)> = merged.iter().map(|m| m.0).zip(softmax(&logits)).collect();
+        let off = if max_p == 0 {
+            0.0
+        } else {
+            cfg.priority_offset * f64::from(q.priority) / f64::from(max_p)
+        };
+        for (a, s, _) in bayes_actions(idx, &sources, awa.action_top_k) {
+            let e = best.entry(a).or_insert(f64::NEG_INFINITY);
+            *e = e.max(s + off);
+        }
+    }
+    let mut out: Vec<(u32, f64)> = best.into_iter().collect();
+    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    out.truncate(awa.action_top_k);
+    Ok(out
+        .into_iter()
+        .filter_map(|(a, _)| idx.node(a as usize).map(|m| m.readable_id.clone()))
+        .collect())
 }
