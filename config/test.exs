@@ -8,3 +8,6 @@ config :soul_mem, llm_backoff_ms: 5, llm_max_backoff_ms: 20, llm_retries: 1, llm
 # Characters embed their graph with the lexical hash embedder in tests (no
 # model needed; tests of the real model choose it explicitly).
 config :soul_mem, embedder: :hash
+
+# Characters keep no store unless a test asks for one (with its own data_dir).
+config :soul_mem, persist: false

@@ -453,3 +453,111 @@ fn save_graph_revives_archived_notes_it_contains_and_keeps_the_rest() {
         "invalid_argument"
     );
 }
+
+#[test]
+fn feedback_persists_exports_and_rejects_bad_values() {
+    let dir = tmp("feedback");
+    let path = Store::path_for(&dir, C);
+    let a = MemoryId::derive(C, "sem_a");
+    {
+        let mut s = Store::open(&path, C).unwrap();
+        s.append_feedback(&a, 1, t(1)).unwrap();
+        s.append_feedback(&a, -1, t(2)).unwrap();
+        let e = s.append_feedback(&a, 3, t(3)).unwrap_err();
+        assert_eq!(e.kind(), "invalid_argument", "{e}");
+        // A bad value inside a batch rolls the whole batch back.
+        let e = s
+            .apply(&[
+                Change::AppendFeedback(a, 1, t(4)),
+                Change::AppendFeedback(a, 0, t(5)),
+            ])
+            .unwrap_err();
+        assert_eq!(e.kind(), "invalid_argument", "{e}");
+    }
+    let s = Store::open(&path, C).unwrap();
+    assert_eq!(s.feedback().unwrap(), vec![(a, 1, t(1)), (a, -1, t(2))]);
+
+    let doc = s.export_character().unwrap();
+    drop(s);
+    let mut other = Store::open(Store::path_for(tmp("feedback-copy"), C), C).unwrap();
+    other.import_character(&doc).unwrap();
+    assert_eq!(other.feedback().unwrap(), vec![(a, 1, t(1)), (a, -1, t(2))]);
+
+    let mut bad = doc.clone();
+    bad["feedback"][0]["value"] = serde_json::json!(5);
+    let e = other.import_character(&bad).unwrap_err();
+    assert!(e.to_string().contains("+1 or -1"), "{e}");
+    assert_eq!(
+        other.feedback().unwrap().len(),
+        2,
+        "failed import changed nothing"
+    );
+}
+
+#[test]
+fn checkpoint_writes_graph_and_extra_changes_in_one_transaction() {
+    let dir = tmp("checkpoint");
+    let mut s = Store::open(Store::path_for(&dir, C), C).unwrap();
+    let g = small_graph();
+    s.save_graph(&g).unwrap();
+    let seq = s.append_message(&msg(1, true)).unwrap();
+    s.append_message(&msg(2, false)).unwrap();
+
+    // A failing extra change (archiving an unknown note) leaves graph, summary and window.
+    let mut g2 = small_graph();
+    g2.insert(sem("sem_new")).unwrap();
+    let e = s
+        .checkpoint(
+            &g2,
+            &[
+                Change::SetSummary("新的摘要".into()),
+                Change::PopMessages(seq),
+                Change::ArchiveNote(MemoryId::derive(C, "nope")),
+            ],
+        )
+        .unwrap_err();
+    assert_eq!(e.kind(), "not_found", "{e}");
+    assert_same_graph(&s.load_graph().unwrap(), &g);
+    assert_eq!(s.summary().unwrap(), None);
+    assert_eq!(s.window().unwrap().len(), 2);
+
+    s.checkpoint(
+        &g2,
+        &[
+            Change::SetSummary("新的摘要".into()),
+            Change::PopMessages(seq),
+        ],
+    )
+    .unwrap();
+    assert_same_graph(&s.load_graph().unwrap(), &g2);
+    assert_eq!(s.summary().unwrap().as_deref(), Some("新的摘要"));
+    assert_eq!(s.window().unwrap().len(), 1);
+}
+
+#[test]
+fn a_version_1_file_migrates_forward_keeping_its_data() {
+    let dir = tmp("migrate");
+    let path = dir.join("v1.soulmem");
+    {
+        let mut c = rusqlite::Connection::open(&path).unwrap();
+        let tx = c.transaction().unwrap();
+        tx.execute_batch(soul_mem_core::store::MIGRATIONS[0])
+            .unwrap();
+        tx.execute_batch(&format!(
+            "PRAGMA user_version=1; PRAGMA application_id={};
+             INSERT INTO meta (key, value) VALUES ('character', '{C}'), ('summary', '旧摘要');",
+            soul_mem_core::store::APPLICATION_ID
+        ))
+        .unwrap();
+        tx.commit().unwrap();
+    }
+    let mut s = Store::open(&path, C).unwrap();
+    assert_eq!(
+        s.schema_version().unwrap(),
+        soul_mem_core::store::SCHEMA_VERSION
+    );
+    assert_eq!(s.summary().unwrap().as_deref(), Some("旧摘要"));
+    s.append_feedback(&MemoryId::derive(C, "x"), 1, t(0))
+        .unwrap();
+    assert_eq!(s.feedback().unwrap().len(), 1);
+}

@@ -2,9 +2,12 @@
 //! `ArgumentError`), calls the core, and returns `{:ok, _}` / `{:error, {kind, message}}`.
 //! Anything that may take over ~1 ms runs on a dirty scheduler.
 
+mod consolidate;
 mod error;
+mod forget;
 mod graph;
 mod retrieval;
+mod store;
 
 pub use error::NifError;
 

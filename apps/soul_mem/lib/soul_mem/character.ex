@@ -23,6 +23,22 @@ defmodule SoulMem.Character do
   repeats every `:maintenance_interval` ms. Sending the atom `:idle_timeout`
   to the process makes it idle at once (tests, operators).
 
+  ## Persistence
+
+  With `persist: true` the character owns its `SoulMem.Store` (opened in
+  `init/1`: a corrupt, foreign or in-use store makes the start fail with
+  `{:error, {:store_failed, %SoulMem.Error{}}}` and leaves other characters
+  alone). When the store already holds a graph it is loaded and `:graph` /
+  `:memory` are ignored; otherwise the source is imported and saved at once.
+  The window, summary, records and feedback come back as they were.
+
+  Acknowledged writes are durable before the reply: pushed messages,
+  feedback, and summaries as they land. The graph (retrieval counts, learned
+  and pruned links, consolidated notes) is written back at Idle, after
+  maintenance that changed it, on `force(id, :persist)`, and on a graceful
+  stop (`SoulMem.Characters.stop/1`, application shutdown, SIGTERM to a
+  release).
+
   ## Events
 
   `subscribe/1` makes the caller receive `{:soul_mem, character_id, event,
@@ -36,11 +52,13 @@ defmodule SoulMem.Character do
     * `:maintenance_done` — `%{tasks: [task], results: [{task, result}]}`.
   """
 
-  use GenServer, restart: :temporary
+  # shutdown: a graceful stop writes the graph back (terminate/2); large
+  # graphs take seconds.
+  use GenServer, restart: :temporary, shutdown: 30_000
 
   require Logger
 
-  alias SoulMem.{Maintenance, Memory, Window}
+  alias SoulMem.{Maintenance, Memory, Store, Window}
 
   @default_timeout 5_000
   # Retrieval timestamps kept per note (newest); the NIF keeps the count.
@@ -61,6 +79,9 @@ defmodule SoulMem.Character do
     :maintenance,
     :maintenance_interval,
     :embedder,
+    :persist,
+    :data_dir,
+    :store_quota,
     llm: [],
     summary: ""
   ]
@@ -92,7 +113,13 @@ defmodule SoulMem.Character do
       `:hash` or `:none`;
     * `:llm` — options for `SoulMem.LLM.chat/2` (summaries), on top of the
       application env; kept as a `SoulMem.LLM.Config` (the key is redacted
-      from inspect output).
+      from inspect output);
+    * `:persist` — keep the character in its store under `:data_dir`
+      (default: app env `:persist`, `true`): see "Persistence" in the
+      moduledoc;
+    * `:data_dir` — where stores live (default `SoulMem.Store.data_dir/0`);
+    * `:store_quota` — largest store file in 4 KiB pages (default: app env
+      `:store_quota_pages`, none); writes past it fail with `:disk_full`.
   """
   @spec start_link(keyword()) :: GenServer.on_start()
   def start_link(opts) do
@@ -215,10 +242,21 @@ defmodule SoulMem.Character do
   def info(character, timeout \\ @default_timeout), do: call(character, :info, timeout)
 
   @doc """
+  The whole character (graph with archived notes, window, summary, records,
+  feedback, forgetting state) as one JSON document, after writing the live
+  state back. `{:error, :not_persisted}` for a character without a store.
+  """
+  @spec export(character(), timeout()) ::
+          {:ok, binary()} | {:error, :not_persisted | SoulMem.Error.t()} | call_error()
+  def export(character, timeout \\ 30_000), do: call(character, :export, timeout)
+
+  @doc """
   Runs one maintenance task now, whatever the state (operators). Returns
   `:ok` once started (the result comes as a `:maintenance_done` event),
   `{:error, :unsupported}` when no configured implementation handles it,
-  `{:error, :busy}` while maintenance runs.
+  `{:error, :busy}` while maintenance runs. `:persist` runs synchronously:
+  `:ok` once the graph, window and summary are written (`{:error,
+  :unsupported}` without a store).
   """
   @spec force(character(), Maintenance.task(), timeout()) ::
           :ok | {:error, :unsupported | :busy} | call_error()
@@ -263,9 +301,21 @@ defmodule SoulMem.Character do
         summary: opts[:summary]
       )
 
+    persist = Keyword.get(opts, :persist, Application.get_env(:soul_mem, :persist, true))
+    data_dir = opts[:data_dir] || Store.data_dir()
+    # Writes the graph back on shutdown (terminate/2 runs on exit signals).
+    if persist, do: Process.flag(:trap_exit, true)
+
     state = %{
       id: id,
       source: source(opts),
+      persist: persist,
+      data_dir: data_dir,
+      store_quota: opts[:store_quota] || Application.get_env(:soul_mem, :store_quota_pages),
+      store: nil,
+      stored: [],
+      pop_to: nil,
+      dirty: false,
       memory: nil,
       window: window,
       status: :loading,
@@ -286,14 +336,38 @@ defmodule SoulMem.Character do
       tasks: %{}
     }
 
-    case state.source do
-      {:graph, path} ->
-        if File.regular?(path),
-          do: {:ok, state, {:continue, :load}},
-          else: {:stop, {:graph_not_found, path}}
+    with {:ok, state} <- open_store(state) do
+      case state.source do
+        {:graph, path} ->
+          if File.regular?(path) or state.store != nil,
+            do: {:ok, state, {:continue, :load}},
+            else: {:stop, {:graph_not_found, path}}
 
-      _ ->
-        {:ok, state, {:continue, :load}}
+        _ ->
+          {:ok, state, {:continue, :load}}
+      end
+    end
+  end
+
+  # Opening is quick (no graph read), so it happens in init: a store that
+  # cannot be used fails the start with its reason.
+  defp open_store(state, attempts \\ 10)
+  defp open_store(%{persist: false} = state, _attempts), do: {:ok, state}
+
+  defp open_store(state, attempts) do
+    case Store.open(state.data_dir, state.id, max_pages: state.store_quota) do
+      {:ok, store} ->
+        {:ok, %{state | store: store}}
+
+      # The handle of a predecessor that just crashed in this VM is released
+      # when the VM frees its heap, moments after it died: wait for that.
+      {:error, %SoulMem.Error{reason: :in_use}} when attempts > 1 ->
+        Process.sleep(50)
+        open_store(state, attempts - 1)
+
+      {:error, error} ->
+        Logger.error("character #{state.id}: cannot open its store: #{Exception.message(error)}")
+        {:stop, {:store_failed, error}}
     end
   end
 
@@ -326,21 +400,91 @@ defmodule SoulMem.Character do
 
   @impl true
   def handle_continue(:load, state) do
-    loaded =
-      case state.source do
-        {:memory, memory} -> {:ok, memory}
-        {:graph, path} -> Memory.import_file(state.id, path)
-        :empty -> {:ok, Memory.new(state.id)}
-      end
-
-    case with({:ok, memory} <- loaded, :ok <- embed(state, memory), do: {:ok, memory}) do
-      {:ok, memory} ->
-        {:noreply, %{state | memory: memory, status: :idle, source: nil}}
+    case with(
+           {:ok, state} <- load(state),
+           :ok <- embed(state, state.memory),
+           do: {:ok, state}
+         ) do
+      {:ok, state} ->
+        {:noreply, dispatch_summary(%{state | status: :idle, source: nil})}
 
       {:error, error} ->
         Logger.error("character #{state.id}: cannot load its graph: #{Exception.message(error)}")
         {:stop, {:shutdown, {:load_failed, error}}, state}
     end
+  end
+
+  defp load(%{store: nil} = state) do
+    with {:ok, memory} <- load_source(state), do: {:ok, %{state | memory: memory}}
+  end
+
+  defp load(%{store: store} = state) do
+    with {:ok, stored} <- Store.load(store),
+         {:ok, memory, fresh?} <- stored_or_source(state, stored),
+         state = %{state | memory: memory},
+         {:ok, state} <- restore(state, stored) do
+      # An imported source becomes durable before the character serves.
+      if fresh?, do: checkpoint(state), else: {:ok, state}
+    end
+  end
+
+  defp stored_or_source(_state, %{memory: %Memory{} = memory}), do: {:ok, memory, false}
+
+  defp stored_or_source(state, %{memory: nil}) do
+    with {:ok, memory} <- load_source(state), do: {:ok, memory, true}
+  end
+
+  defp load_source(state) do
+    case state.source do
+      {:memory, memory} -> {:ok, memory}
+      {:graph, path} -> Memory.import_file(state.id, path)
+      :empty -> {:ok, Memory.new(state.id)}
+    end
+  end
+
+  # The stored window is pushed again into a fresh window: messages past the
+  # capacity slide out and queue their summary jobs as they would have.
+  # Tags are re-derived from the interval (a forced tag is not kept).
+  defp restore(state, stored) do
+    window = %{state.window | summary: stored.summary || state.window.summary}
+
+    messages =
+      Enum.map(stored.window, fn m ->
+        %{role: stored_role(m.role), text: m.text, at: m.at}
+      end)
+
+    case Window.push_all(window, messages) do
+      {:ok, restored} ->
+        stored_seqs =
+          Enum.zip(
+            (window.seq + 1)..(window.seq + length(messages))//1,
+            Enum.map(stored.window, & &1.seq)
+          )
+
+        {:ok,
+         %{
+           state
+           | window: restored,
+             stored: stored_seqs,
+             records: group_newest_first(stored.records, fn {id, at} -> {id, at} end),
+             feedback: group_newest_first(stored.feedback, fn {id, v, at} -> {id, {v, at}} end)
+         }
+         |> forget_dropped()}
+
+      {:error, reason} ->
+        {:error, SoulMem.Error.new(:corrupt, "stored window message is invalid: #{reason}")}
+    end
+  end
+
+  defp stored_role("user"), do: :user
+  defp stored_role("assistant"), do: :assistant
+  defp stored_role(other), do: other
+
+  defp group_newest_first(rows, split) do
+    Enum.reduce(rows, %{}, fn row, acc ->
+      {id, value} = split.(row)
+      Map.update(acc, id, [value], &Enum.take([value | &1], @max_records_per_note))
+    end)
   end
 
   # Retrieval needs the graph embedded (SoulMem.Embedding, called by name
@@ -417,12 +561,25 @@ defmodule SoulMem.Character do
   def handle_call({:feedback, id, value}, _from, state) do
     case Memory.get_note(state.memory, id) do
       {:ok, _note} ->
-        entry = {value, DateTime.utc_now()}
+        at = DateTime.utc_now() |> DateTime.truncate(:millisecond)
 
-        feedback =
-          Map.update(state.feedback, id, [entry], &Enum.take([entry | &1], @max_records_per_note))
+        case persist_feedback(state, id, value, at) do
+          :ok ->
+            entry = {value, at}
 
-        {:reply, :ok, touch(%{state | feedback: feedback})}
+            feedback =
+              Map.update(
+                state.feedback,
+                id,
+                [entry],
+                &Enum.take([entry | &1], @max_records_per_note)
+              )
+
+            {:reply, :ok, touch(%{state | feedback: feedback})}
+
+          {:error, _} = error ->
+            {:reply, error, touch(state)}
+        end
 
       {:error, %SoulMem.Error{reason: :not_found}} ->
         {:reply, {:error, :not_found}, touch(state)}
@@ -469,6 +626,27 @@ defmodule SoulMem.Character do
     {:reply, {:ok, info}, state}
   end
 
+  def handle_call({:force, :persist}, _from, %{store: nil} = state),
+    do: {:reply, {:error, :unsupported}, state}
+
+  def handle_call({:force, :persist}, _from, state) do
+    case checkpoint(state) do
+      {:ok, state} -> {:reply, :ok, state}
+      {:error, _} = error -> {:reply, error, state}
+    end
+  end
+
+  def handle_call(:export, _from, %{store: nil} = state),
+    do: {:reply, {:error, :not_persisted}, state}
+
+  def handle_call(:export, _from, state) do
+    # The export reads the file: write the live state first.
+    case checkpoint(state) do
+      {:ok, state} -> {:reply, Store.export_json(state.store), state}
+      {:error, _} = error -> {:reply, error, state}
+    end
+  end
+
   def handle_call({:force, task}, _from, state) do
     cond do
       task not in Maintenance.all_tasks() or not Maintenance.supported?(task, state.maintenance) ->
@@ -484,14 +662,34 @@ defmodule SoulMem.Character do
 
   @impl true
   def handle_cast({:record, ids, at, retrieval}, state) do
+    # The store keeps milliseconds: so does the live state.
+    at = DateTime.truncate(at, :millisecond)
+
     records =
       Enum.reduce(ids, state.records, fn id, acc ->
         Map.update(acc, id, [at], &Enum.take([at | &1], @max_records_per_note))
       end)
 
     record_in_graph(state, retrieval, ids, at)
-    {:noreply, %{state | records: records}}
+    persist_records(state, ids, at)
+    {:noreply, %{state | records: records, dirty: true}}
   end
+
+  @impl true
+  def terminate(_reason, %{store: %Store{} = store, memory: %Memory{}} = state) do
+    case checkpoint(state) do
+      {:ok, _} ->
+        :ok
+
+      {:error, error} ->
+        Logger.error("character #{state.id}: write-back on stop failed: #{inspect(error)}")
+    end
+
+    Store.close(store)
+  end
+
+  def terminate(_reason, %{store: %Store{} = store}), do: Store.close(store)
+  def terminate(_reason, _state), do: :ok
 
   @impl true
   def handle_info({:idle_timeout, ref}, %{idle_ref: ref} = state), do: {:noreply, go_idle(state)}
@@ -527,6 +725,10 @@ defmodule SoulMem.Character do
 
   def handle_info({:soul_mem_embed_progress, _done, _total}, state), do: {:noreply, state}
 
+  # trap_exit (persisting characters): the parent's exit stops us through
+  # terminate/2; other linked exits are not ours to act on.
+  def handle_info({:EXIT, _pid, _reason}, state), do: {:noreply, state}
+
   def handle_info(message, state) do
     Logger.debug("character #{state.id}: unexpected message #{inspect(message, limit: 5)}")
     {:noreply, state}
@@ -537,8 +739,9 @@ defmodule SoulMem.Character do
   defp push_messages(state, messages) when is_list(messages) do
     now = DateTime.utc_now()
 
-    with {:ok, window} <- Window.push_all(state.window, Enum.map(messages, &normalize(&1, now))) do
-      {:ok, %{state | window: window}}
+    with {:ok, window} <- Window.push_all(state.window, Enum.map(messages, &normalize(&1, now))),
+         {:ok, stored} <- persist_messages(state, window) do
+      {:ok, forget_dropped(%{state | window: window, stored: state.stored ++ stored})}
     end
   end
 
@@ -580,8 +783,9 @@ defmodule SoulMem.Character do
 
     case Window.complete(state.window, job_id, summary) do
       {:ok, window} ->
+        state = persist_summary(%{state | window: window})
         notify(state, :summary_updated, summary)
-        dispatch_summary(%{state | window: window})
+        dispatch_summary(state)
 
       {:error, :unknown_job} ->
         state
@@ -630,6 +834,7 @@ defmodule SoulMem.Character do
       end
 
     state = %{state | window: window, maintenance_ref: nil}
+    state = apply_changes(state, results)
 
     summary_changed? =
       Enum.any?(results, fn
@@ -637,7 +842,8 @@ defmodule SoulMem.Character do
         _ -> false
       end)
 
-    if summary_changed?, do: notify(state, :summary_updated, Window.summary(window))
+    state = if summary_changed?, do: persist_summary(state), else: state
+    if summary_changed?, do: notify(state, :summary_updated, Window.summary(state.window))
     notify(state, :maintenance_done, %{tasks: tasks, results: results})
 
     state |> dispatch_summary() |> schedule_maintenance()
@@ -666,6 +872,7 @@ defmodule SoulMem.Character do
   defp go_idle(state) do
     state = %{state | status: :idle, idle_ref: nil, idle_timer: nil}
     notify(state, :state_changed, :idle)
+    state = write_back(state)
 
     if state.maintenance_ref == nil,
       do: start_maintenance(state, Maintenance.all_tasks()),
@@ -716,6 +923,170 @@ defmodule SoulMem.Character do
   end
 
   defp schedule_maintenance(state), do: state
+
+  ## Persistence
+
+  # Pushed messages are appended in one transaction before the push is
+  # acknowledged; `stored` maps window sequence numbers to store ones.
+  defp persist_messages(%{store: nil}, _window), do: {:ok, []}
+
+  defp persist_messages(state, window) do
+    new = Enum.filter(window.pending ++ window.messages, &(&1.seq > state.window.seq))
+    # A push larger than the window drops messages at once; they are stored
+    # too (with their tag), so the summary jobs they queued survive a crash.
+    rows = Enum.map(new, &{&1.message, &1.tagged})
+
+    case Store.append_messages(state.store, rows) do
+      {:ok, seqs} -> {:ok, Enum.zip(Enum.map(new, & &1.seq), seqs)}
+      {:error, error} -> {:error, error}
+    end
+  end
+
+  # Stored messages the window no longer needs (slid out, summarised or
+  # dropped) are deleted with the next window write.
+  defp forget_dropped(%{store: nil} = state), do: state
+
+  defp forget_dropped(state) do
+    oldest =
+      Enum.min(Enum.map(state.window.pending ++ state.window.messages, & &1.seq), fn ->
+        state.window.seq + 1
+      end)
+
+    {gone, kept} = Enum.split_while(state.stored, fn {wseq, _} -> wseq < oldest end)
+
+    case List.last(gone) do
+      nil -> state
+      {_, sseq} -> %{state | stored: kept, pop_to: max(sseq, state.pop_to || 0)}
+    end
+  end
+
+  defp persist_summary(%{store: nil} = state), do: state
+
+  defp persist_summary(state) do
+    state = forget_dropped(state)
+
+    case Store.update_window(state.store, Window.summary(state.window), state.pop_to) do
+      :ok ->
+        %{state | pop_to: nil}
+
+      {:error, error} ->
+        # Kept in memory; the next checkpoint writes it.
+        Logger.error("character #{state.id}: saving the summary failed: #{inspect(error)}")
+        %{state | dirty: true}
+    end
+  end
+
+  defp persist_feedback(%{store: nil}, _id, _value, _at), do: :ok
+
+  defp persist_feedback(state, id, value, at),
+    do: Store.append_feedback(state.store, state.memory, id, value, at)
+
+  defp persist_records(%{store: nil}, _ids, _at), do: :ok
+
+  defp persist_records(state, ids, at) do
+    case Store.append_records(state.store, state.memory, ids, at) do
+      {:ok, _} ->
+        :ok
+
+      {:error, error} ->
+        Logger.warning("character #{state.id}: saving records failed: #{inspect(error)}")
+    end
+  end
+
+  # The whole graph, the summary and the popped messages in one transaction.
+  defp checkpoint(state, archive \\ [])
+  defp checkpoint(%{store: nil} = state, _archive), do: {:ok, state}
+
+  defp checkpoint(state, archive) do
+    state = forget_dropped(state)
+
+    case Store.checkpoint(state.store, state.memory,
+           summary: Window.summary(state.window),
+           pop_to: state.pop_to,
+           archive: archive
+         ) do
+      :ok -> {:ok, %{state | dirty: false, pop_to: nil}}
+      {:error, _} = error -> error
+    end
+  end
+
+  defp write_back(%{store: nil} = state), do: state
+  defp write_back(%{dirty: false, pop_to: nil} = state), do: state
+
+  defp write_back(state) do
+    case checkpoint(state) do
+      {:ok, state} ->
+        state
+
+      {:error, error} ->
+        Logger.error("character #{state.id}: write-back failed: #{inspect(error)}")
+        state
+    end
+  end
+
+  # Maintenance changes that touch the graph: written back at once.
+  defp apply_changes(state, results) do
+    changes =
+      Enum.flat_map(results, fn
+        {_task, {:ok, changes}} -> changes
+        _ -> []
+      end)
+
+    archive = for {:archived, ids} <- changes, id <- ids, do: id
+    state = Enum.reduce(changes, state, &consolidated/2)
+
+    changed? =
+      archive != [] or
+        Enum.any?(changes, &(match?({:graph_changed, _}, &1) or match?({:consolidated, _}, &1)))
+
+    cond do
+      not changed? ->
+        state
+
+      state.store == nil ->
+        state
+
+      true ->
+        case checkpoint(%{state | dirty: true}, archive) do
+          {:ok, state} ->
+            state
+
+          {:error, error} ->
+            Logger.error(
+              "character #{state.id}: saving maintenance changes failed: #{inspect(error)}"
+            )
+
+            %{state | dirty: true}
+        end
+    end
+  end
+
+  # A consolidation turned the summary into memory: clear it unless a newer
+  # one landed meanwhile, drop the records it folded in, tell subscribers.
+  defp consolidated({:consolidated, info}, state) when is_map(info) do
+    window =
+      if Map.get(info, :summary) == Window.summary(state.window),
+        do: Window.clear_summary(state.window),
+        else: state.window
+
+    records =
+      case Map.get(info, :records_until) do
+        %DateTime{} = until ->
+          state.records
+          |> Map.new(fn {id, ats} ->
+            {id, Enum.filter(ats, &(DateTime.compare(&1, until) == :gt))}
+          end)
+          |> Map.reject(fn {_id, ats} -> ats == [] end)
+
+        _ ->
+          state.records
+      end
+
+    notify(state, :consolidated, info)
+    %{state | window: window, records: records}
+  end
+
+  defp consolidated(_change, state), do: state
 
   ## Helpers
 

@@ -15,6 +15,16 @@ defmodule SoulMem.Error do
     * `:io` — the file cannot be read
     * `:not_found` — no note with that id
     * `:poisoned` — an earlier panic left the graph in an unknown state
+
+  Reasons reported by the on-disk store (`SoulMem.Store`):
+
+    * `:corrupt` — the file is damaged or not an SQLite database
+    * `:incompatible` — a foreign SQLite file, another character's store, or
+      a newer schema
+    * `:in_use` — another process (or handle) has the store open
+    * `:read_only` — the file or its directory cannot be written
+    * `:disk_full` — the disk (or the store's quota) is full; nothing was
+      written
   """
 
   defexception [:reason, :message]
@@ -30,6 +40,11 @@ defmodule SoulMem.Error do
           | :io
           | :not_found
           | :poisoned
+          | :corrupt
+          | :incompatible
+          | :in_use
+          | :read_only
+          | :disk_full
           | atom()
 
   @type t :: %__MODULE__{reason: reason(), message: String.t()}

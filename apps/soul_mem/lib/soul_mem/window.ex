@@ -196,6 +196,13 @@ defmodule SoulMem.Window do
   @spec pending(t()) :: [message()]
   def pending(%__MODULE__{pending: pending}), do: Enum.map(pending, & &1.message)
 
+  @doc """
+  Empties the cumulative summary (consolidation turned it into long-term
+  memory). Later summary jobs start from nothing.
+  """
+  @spec clear_summary(t()) :: t()
+  def clear_summary(%__MODULE__{} = window), do: %{window | summary: ""}
+
   @doc "The window's entries (message + sequence number + tag), oldest first."
   @spec entries(t()) :: [entry()]
   def entries(%__MODULE__{messages: messages}), do: messages

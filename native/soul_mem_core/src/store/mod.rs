@@ -116,6 +116,8 @@ pub enum Change {
     SetSummary(String),
     /// Set a meta key ([`Store::set_meta`]).
     SetMeta(String, String),
+    /// Append user feedback (`+1` / `-1`) on a note ([`Store::append_feedback`]).
+    AppendFeedback(MemoryId, i8, DateTime<Utc>),
 }
 
 /// An open store. Not `Sync`: one owner (the character's process) at a time.
@@ -526,6 +528,24 @@ impl Store {
     ///
     /// Complexity: O(nodes + links) rows written.
     pub fn save_graph(&mut self, graph: &MemoryGraph) -> Result<()> {
+        self.checkpoint(graph, &[])
+    }
+
+    /// [`Store::save_graph`] plus `extra` changes (summary, popped messages, archived notes,
+    /// forgetting state …) in the SAME transaction: a write-back that lands whole or not at all.
+    /// `extra` runs before the graph is rewritten: a note archived there and absent from the
+    /// graph stays archived (not deleted), which is how working memory releases notes.
+    ///
+    /// Complexity: O(nodes + links + extra) rows written.
+    pub fn checkpoint(&mut self, graph: &MemoryGraph, extra: &[Change]) -> Result<()> {
+        for ch in extra {
+            if let Change::PutNote(n) = ch {
+                validate_note(n)?;
+            }
+            if let Change::PutLink(l) = ch {
+                validate_link(l)?;
+            }
+        }
         if graph.character() != self.character {
             return Err(Error::invalid_argument(
                 "graph",
@@ -552,6 +572,9 @@ impl Store {
                 .map_err(|e| db_err(&self.path, e))?;
         }
         let result = self.write(|c, p| {
+            for ch in extra {
+                apply_change(c, p, ChangeRef::from(ch))?;
+            }
             c.execute_batch(
                 "DELETE FROM links WHERE from_id IN (SELECT id FROM notes WHERE archived=0);
                  DELETE FROM notes WHERE archived=0;",
@@ -913,6 +936,12 @@ impl Store {
         self.write(|c, p| insert_message(c, p, m))
     }
 
+    /// Appends several messages in ONE transaction (all or none); returns their sequence
+    /// numbers in order.
+    pub fn append_messages(&mut self, ms: &[Message]) -> Result<Vec<i64>> {
+        self.write(|c, p| ms.iter().map(|m| insert_message(c, p, m)).collect())
+    }
+
     /// The window, oldest first, with sequence numbers.
     pub fn window(&self) -> Result<Vec<(i64, Message)>> {
         let mut st = self
@@ -957,6 +986,38 @@ impl Store {
     /// The running summary, if one was set.
     pub fn summary(&self) -> Result<Option<String>> {
         self.meta(META_SUMMARY)
+    }
+
+    // ---- feedback ---------------------------------------------------------------------------
+
+    /// Appends user feedback (`+1` / `-1`) on a note, in one transaction.
+    pub fn append_feedback(&mut self, id: &MemoryId, value: i8, at: DateTime<Utc>) -> Result<()> {
+        self.write(|c, p| insert_feedback(c, p, id, value, &at))
+    }
+
+    /// All feedback, oldest first: `(note, value, at)`.
+    pub fn feedback(&self) -> Result<Vec<(MemoryId, i8, DateTime<Utc>)>> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT note_id, value, at FROM feedback ORDER BY seq")
+            .map_err(|e| db_err(&self.path, e))?;
+        let rows: Vec<(String, i64, String)> = st
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .and_then(|it| it.collect())
+            .map_err(|e| db_err(&self.path, e))?;
+        rows.into_iter()
+            .map(|(id, v, at)| {
+                let v = i8::try_from(v)
+                    .ok()
+                    .filter(|v| *v == 1 || *v == -1)
+                    .ok_or_else(|| corrupt(&self.path, format!("bad feedback value {v}")))?;
+                Ok((
+                    MemoryId(parse_id(&self.path, &id)?),
+                    v,
+                    parse_ts(&self.path, &at)?,
+                ))
+            })
+            .collect()
     }
 
     // ---- export / import --------------------------------------------------------------------
@@ -1025,6 +1086,15 @@ impl Store {
             .map(|(node, at)| ExportRecord { node: node.0, at })
             .collect();
         let forget = self.all_forget()?;
+        let feedback = self
+            .feedback()?
+            .into_iter()
+            .map(|(node, value, at)| ExportFeedback {
+                node: node.0,
+                value,
+                at,
+            })
+            .collect();
         let embeddings = self.all_embeddings()?;
         let mut meta = self.all_meta()?;
         meta.retain(|k, _| k != META_CHARACTER && k != META_SUMMARY);
@@ -1038,6 +1108,7 @@ impl Store {
             summary: self.summary()?,
             records,
             forget,
+            feedback,
             embeddings,
             meta,
         };
@@ -1113,13 +1184,25 @@ impl Store {
             })?;
             embeddings.push((e, hash));
         }
-        let (window, summary, records, forget, meta) =
-            (doc.window, doc.summary, doc.records, doc.forget, doc.meta);
+        if let Some(f) = doc.feedback.iter().find(|f| f.value != 1 && f.value != -1) {
+            return Err(Error::InvalidJson(format!(
+                "feedback on {}: value must be +1 or -1, got {}",
+                f.node, f.value
+            )));
+        }
+        let (window, summary, records, forget, feedback, meta) = (
+            doc.window,
+            doc.summary,
+            doc.records,
+            doc.forget,
+            doc.feedback,
+            doc.meta,
+        );
         self.write(|c, p| {
             c.execute_batch(
                 "DELETE FROM notes; DELETE FROM links; DELETE FROM embeddings;
                  DELETE FROM records; DELETE FROM forget_state; DELETE FROM window;
-                 DELETE FROM meta WHERE key <> 'character';",
+                 DELETE FROM feedback; DELETE FROM meta WHERE key <> 'character';",
             )
             .map_err(|e| db_err(p, e))?;
             for (n, archived) in &notes {
@@ -1141,6 +1224,9 @@ impl Store {
             let recs: Vec<(MemoryId, DateTime<Utc>)> =
                 records.iter().map(|r| (MemoryId(r.node), r.at)).collect();
             insert_records(c, p, &recs)?;
+            for f in &feedback {
+                insert_feedback(c, p, &MemoryId(f.node), f.value, &f.at)?;
+            }
             for f in &forget {
                 let state = ForgetState {
                     missing_degree: f.missing_degree,
@@ -1500,6 +1586,7 @@ enum ChangeRef<'a> {
     PopMessages(i64),
     SetSummary(&'a str),
     SetMeta(&'a str, &'a str),
+    AppendFeedback(&'a MemoryId, i8, &'a DateTime<Utc>),
 }
 
 impl<'a> From<&'a Change> for ChangeRef<'a> {
@@ -1517,6 +1604,7 @@ impl<'a> From<&'a Change> for ChangeRef<'a> {
             Change::PopMessages(s) => ChangeRef::PopMessages(*s),
             Change::SetSummary(s) => ChangeRef::SetSummary(s),
             Change::SetMeta(k, v) => ChangeRef::SetMeta(k, v),
+            Change::AppendFeedback(i, v, at) => ChangeRef::AppendFeedback(i, *v, at),
         }
     }
 }
@@ -1602,7 +1690,27 @@ fn apply_change(c: &Connection, p: &Path, ch: ChangeRef<'_>) -> Result<()> {
             .map_err(e),
         ChangeRef::SetSummary(s) => set_meta_tx(c, p, META_SUMMARY, s),
         ChangeRef::SetMeta(k, v) => set_meta_tx(c, p, k, v),
+        ChangeRef::AppendFeedback(id, v, at) => insert_feedback(c, p, id, v, at),
     }
+}
+
+fn insert_feedback(
+    c: &Connection,
+    p: &Path,
+    id: &MemoryId,
+    v: i8,
+    at: &DateTime<Utc>,
+) -> Result<()> {
+    if v != 1 && v != -1 {
+        return Err(Error::invalid_argument(
+            "feedback",
+            format!("must be +1 or -1, got {v}"),
+        ));
+    }
+    c.prepare_cached("INSERT INTO feedback (note_id, value, at) VALUES (?1, ?2, ?3)")
+        .and_then(|mut st| st.execute(params![id.to_string(), v, ts(at)]))
+        .map(|_| ())
+        .map_err(|e| db_err(p, e))
 }
 
 /// Upserts the note row (keeping `pos`, so order is stable) and replaces its outgoing links.
@@ -1700,6 +1808,8 @@ fn delete_note_rows(c: &Connection, p: &Path, id: &str, everything: bool) -> Res
             .map_err(e)?;
         c.execute("DELETE FROM records WHERE note_id=?1", [id])
             .map_err(e)?;
+        c.execute("DELETE FROM feedback WHERE note_id=?1", [id])
+            .map_err(e)?;
     }
     Ok(n > 0)
 }
@@ -1774,6 +1884,9 @@ struct ExportDoc {
     summary: Option<String>,
     records: Vec<ExportRecord>,
     forget: Vec<ExportForget>,
+    // Added with schema 2; older exports have none.
+    #[serde(default)]
+    feedback: Vec<ExportFeedback>,
     #[serde(default)]
     embeddings: Vec<ExportEmbedding>,
     #[serde(default)]
@@ -1829,6 +1942,14 @@ struct ExportMessage {
 #[serde(deny_unknown_fields)]
 struct ExportRecord {
     node: uuid::Uuid,
+    at: DateTime<Utc>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExportFeedback {
+    node: uuid::Uuid,
+    value: i8,
     at: DateTime<Utc>,
 }
 

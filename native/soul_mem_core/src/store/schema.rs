@@ -78,6 +78,14 @@ pub const MIGRATIONS: &[&str] = &[
         at     TEXT NOT NULL,
         tagged INTEGER NOT NULL
      );",
+    // 2: user feedback on notes (+1 / -1), an acknowledged write like a pushed message.
+    "CREATE TABLE feedback (
+        seq     INTEGER PRIMARY KEY AUTOINCREMENT,
+        note_id TEXT NOT NULL,
+        value   INTEGER NOT NULL CHECK (value IN (-1, 1)),
+        at      TEXT NOT NULL
+     );
+     CREATE INDEX feedback_note ON feedback(note_id);",
 ];
 
 /// Schema version this build writes (the number of migrations).

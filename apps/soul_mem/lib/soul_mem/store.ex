@@ -1,0 +1,209 @@
+defmodule SoulMem.Store do
+  @moduledoc """
+  A character's long-term memory on disk: one SQLite file per character
+  under the data directory (`config :soul_mem, :data_dir`; env
+  `SOUL_MEM_DATA_DIR`), held by the Rust core.
+
+  The file keeps the memory graph (notes, links, archived notes), the
+  sliding window and its summary, retrieval records, user feedback and
+  forgetting state. It runs in WAL mode with `synchronous=FULL`: every write
+  that returned `:ok` survives `kill -9`, and each call is one transaction
+  (all of it lands or none).
+
+  One owner at a time: a second `open/2` of the same character, from this or
+  another OS process, fails with reason `:in_use` until the first closes (or
+  its process dies). A damaged file fails with `:corrupt`, a foreign or newer
+  one with `:incompatible`, an unwritable one with `:read_only`; a full disk
+  fails the write with `:disk_full` and writes nothing.
+
+  Used by `SoulMem.Character`, which owns its store; other code goes through
+  the character.
+  """
+
+  alias SoulMem.{Error, JSON, Memory, Native}
+
+  @enforce_keys [:ref, :character, :path]
+  defstruct [:ref, :character, :path]
+
+  @type t :: %__MODULE__{ref: reference(), character: String.t(), path: String.t()}
+
+  @typedoc "A stored window message, oldest first."
+  @type stored_message :: %{
+          seq: pos_integer(),
+          role: String.t(),
+          text: String.t(),
+          at: DateTime.t(),
+          tagged: boolean()
+        }
+
+  @typedoc "What a restarting character reads back."
+  @type state :: %{
+          memory: Memory.t() | nil,
+          window: [stored_message()],
+          summary: String.t() | nil,
+          records: [{String.t(), DateTime.t()}],
+          feedback: [{String.t(), 1 | -1, DateTime.t()}]
+        }
+
+  @doc "The data directory from the application env (default `./data`)."
+  @spec data_dir() :: String.t()
+  def data_dir, do: Application.get_env(:soul_mem, :data_dir) || Path.expand("data")
+
+  @doc "The file `open/2` uses for `character` under `data_dir`."
+  @spec path(String.t(), String.t()) :: String.t()
+  def path(data_dir, character) when is_binary(data_dir) and is_binary(character),
+    do: Native.store_path(data_dir, character)
+
+  @doc "Whether a store file exists for `character` under `data_dir`."
+  @spec exists?(String.t(), String.t()) :: boolean()
+  def exists?(data_dir, character), do: File.regular?(path(data_dir, character))
+
+  @doc """
+  Opens (creating it and the directory if needed) the store of `character`
+  under `data_dir`. Holds the file's lock until `close/1` or until the
+  returned value is garbage collected.
+
+  Options: `:max_pages` — a quota in 4 KiB pages; writes that would grow the
+  file past it fail with reason `:disk_full` and write nothing (default: no
+  quota).
+  """
+  @spec open(String.t(), String.t(), keyword()) :: {:ok, t()} | {:error, Error.t()}
+  def open(data_dir, character, opts \\ []) when is_binary(data_dir) and is_binary(character) do
+    opts = Keyword.validate!(opts, max_pages: nil)
+    max_pages = opts[:max_pages] || 0
+
+    unless is_integer(max_pages) and max_pages >= 0,
+      do: raise(ArgumentError, "expected :max_pages to be a non-negative integer")
+
+    with {:ok, ref} <- Error.from_native(Native.store_open(data_dir, character, max_pages)) do
+      {:ok, %__MODULE__{ref: ref, character: character, path: path(data_dir, character)}}
+    end
+  end
+
+  @doc "Closes the store and releases its lock. Later calls fail; closing again is fine."
+  @spec close(t()) :: :ok
+  def close(%__MODULE__{ref: ref}) do
+    {:ok, _} = Native.store_close(ref)
+    :ok
+  end
+
+  @doc """
+  Reads everything back: the graph (`nil` when no checkpoint saved one yet),
+  the window, summary, retrieval records and feedback (readable note ids).
+  """
+  @spec load(t()) :: {:ok, state()} | {:error, Error.t()}
+  def load(%__MODULE__{ref: ref, character: character}) do
+    with {:ok, {graph, json}} <- Error.from_native(Native.store_load(ref)),
+         {:ok, state} <- JSON.decode(json) do
+      {:ok,
+       %{
+         memory: graph && %Memory{ref: graph, character: character},
+         window:
+           Enum.map(state["window"], fn m ->
+             %{
+               seq: m["seq"],
+               role: m["role"],
+               text: m["text"],
+               at: from_ms(m["at_ms"]),
+               tagged: m["tagged"]
+             }
+           end),
+         summary: state["summary"],
+         records: Enum.map(state["records"], fn [id, ms] -> {id, from_ms(ms)} end),
+         feedback: Enum.map(state["feedback"], fn [id, v, ms] -> {id, v, from_ms(ms)} end)
+       }}
+    end
+  end
+
+  @doc """
+  Writes the whole graph of `memory` plus, in the same transaction, the
+  options given:
+
+    * `:summary` — the new running summary;
+    * `:pop_to` — drop window messages up to this sequence number;
+    * `:archive` — note ids to archive (kept on disk, left out of the graph
+      next time it loads).
+  """
+  @spec checkpoint(t(), Memory.t(), keyword()) :: :ok | {:error, Error.t()}
+  def checkpoint(%__MODULE__{ref: ref}, %Memory{ref: graph}, opts \\ []) do
+    opts = Keyword.validate!(opts, [:summary, :pop_to, archive: []])
+
+    extra =
+      %{"archive" => opts[:archive]}
+      |> put_some("summary", opts[:summary])
+      |> put_some("pop_to", opts[:pop_to])
+
+    with {:ok, _} <- Error.from_native(Native.store_checkpoint(ref, graph, JSON.encode!(extra))),
+         do: :ok
+  end
+
+  @doc """
+  Appends window messages (`{message, tagged?}` pairs; messages have `:role`,
+  `:text`, `:at`) in one transaction: all or none. Returns their sequence
+  numbers. Durable once this returns.
+  """
+  @spec append_messages(t(), [{map(), boolean()}]) ::
+          {:ok, [pos_integer()]} | {:error, Error.t()}
+  def append_messages(%__MODULE__{ref: ref}, messages) when is_list(messages) do
+    rows =
+      for {%{role: role, text: text, at: at}, tagged} <- messages,
+          do: {to_string(role), text, to_ms(at), tagged == true}
+
+    Error.from_native(Native.store_append_messages(ref, rows))
+  end
+
+  @doc """
+  Sets the summary (unless `nil`) and drops window messages up to `pop_to`
+  (unless `nil`), in one transaction.
+  """
+  @spec update_window(t(), String.t() | nil, non_neg_integer() | nil) :: :ok | {:error, Error.t()}
+  def update_window(%__MODULE__{ref: ref}, summary, pop_to) do
+    with {:ok, _} <- Error.from_native(Native.store_window_update(ref, summary, pop_to || -1)),
+         do: :ok
+  end
+
+  @doc "Appends feedback (`1` or `-1`) on a note of `memory`. Durable once this returns."
+  @spec append_feedback(t(), Memory.t(), String.t(), 1 | -1, DateTime.t()) ::
+          :ok | {:error, Error.t()}
+  def append_feedback(%__MODULE__{ref: ref}, %Memory{ref: graph}, note_id, value, at) do
+    with {:ok, _} <-
+           Error.from_native(Native.store_append_feedback(ref, graph, note_id, value, to_ms(at))),
+         do: :ok
+  end
+
+  @doc "Appends retrieval records: `ids` recalled at `at` (ids not in the graph are skipped)."
+  @spec append_records(t(), Memory.t(), [String.t()], DateTime.t()) ::
+          {:ok, non_neg_integer()} | {:error, Error.t()}
+  def append_records(%__MODULE__{ref: ref}, %Memory{ref: graph}, ids, at) when is_list(ids),
+    do: Error.from_native(Native.store_append_records(ref, graph, ids, to_ms(at)))
+
+  @doc """
+  The whole character as one JSON document (binary): notes (archived too),
+  window, summary, records, feedback, forgetting state, embeddings.
+  `import_json/2` restores it exactly.
+  """
+  @spec export_json(t()) :: {:ok, binary()} | {:error, Error.t()}
+  def export_json(%__MODULE__{ref: ref}), do: Error.from_native(Native.store_export(ref))
+
+  @doc """
+  Replaces the store's content with an export of the same character, in one
+  transaction; an invalid document changes nothing.
+  """
+  @spec import_json(t(), binary()) :: :ok | {:error, Error.t()}
+  def import_json(%__MODULE__{ref: ref}, json) when is_binary(json) do
+    with {:ok, _} <- Error.from_native(Native.store_import(ref, json)), do: :ok
+  end
+
+  @doc "Counts and facts about the file: notes, archived, links, window, schema version, path."
+  @spec info(t()) :: {:ok, map()} | {:error, Error.t()}
+  def info(%__MODULE__{ref: ref}) do
+    with {:ok, json} <- Error.from_native(Native.store_info(ref)), do: JSON.decode(json)
+  end
+
+  defp put_some(map, _key, nil), do: map
+  defp put_some(map, key, value), do: Map.put(map, key, value)
+
+  defp to_ms(%DateTime{} = at), do: DateTime.to_unix(at, :millisecond)
+
+  defp from_ms(ms), do: DateTime.from_unix!(ms, :millisecond)
+end

@@ -1,0 +1,215 @@
+Code.require_file("../support/fake_llm.ex", __DIR__)
+
+defmodule SoulMem.PersistenceTest do
+  use ExUnit.Case, async: true
+
+  import SoulMem.TestSupport
+
+  alias SoulMem.{Character, Characters, FakeLLM, Store, Window}
+
+  @moduletag :capture_log
+
+  setup :tmp_dir
+
+  setup do
+    server = start_supervised!({FakeLLM, owner: self()})
+    {:ok, llm_url: FakeLLM.url(server), server: server}
+  end
+
+  defp id, do: "persist-#{System.unique_integer([:positive])}"
+
+  defp opts(context, id, extra \\ []) do
+    [
+      id: id,
+      graph: demo_fixture(),
+      persist: true,
+      data_dir: context.tmp_dir,
+      window: 4,
+      idle_after: 60_000,
+      llm: [base_url: context.llm_url]
+    ]
+    |> Keyword.merge(extra)
+  end
+
+  # Starts the character under the test supervisor and waits until it is loaded.
+  defp start(context, id, extra \\ []) do
+    pid = start_supervised!({Character, opts(context, id, extra)}, id: id)
+    {:ok, _} = Character.info(pid, 30_000)
+    pid
+  end
+
+  # A graceful stop: terminate/2 writes back.
+  defp stop(id), do: :ok = stop_supervised(id)
+
+  # kill -9 of the character process: no terminate/2, no write-back.
+  defp kill(pid) do
+    ref = Process.monitor(pid)
+    Process.exit(pid, :kill)
+    assert_receive {:DOWN, ^ref, :process, ^pid, :killed}
+  end
+
+  defp user(text), do: %{role: :user, text: text}
+
+  defp texts(id) do
+    {:ok, window} = Character.window(id)
+    Enum.map(Window.visible(window), & &1.text)
+  end
+
+  test "a restarted character has its window, summary, feedback, records and graph", context do
+    id = id()
+    pid = start(context, id)
+    :ok = Character.subscribe(pid)
+
+    for i <- 1..6, do: :ok = Character.push(id, user("消息#{i}"))
+    # Message 1 was tagged and slid out: its summary lands.
+    assert_receive {:soul_mem, ^id, :summary_updated, "summary 1"}, 5_000
+    :ok = Character.feedback(id, "sem_self", 1)
+    :ok = Character.feedback(id, "sem_self", -1)
+    {:ok, _} = SoulMem.recall(id, %{text: "麻辣烫"})
+    {:ok, records} = Character.records(id)
+    assert records != %{}
+    {:ok, memory} = Character.memory(id)
+    stats = SoulMem.Memory.stats(memory)
+    before = texts(id)
+
+    stop(id)
+    start(context, id)
+
+    assert texts(id) == before
+    assert {:ok, "summary 1"} = Character.summary(id)
+    assert {:ok, %{"sem_self" => [{1, _}, {-1, _}]}} = Character.feedbacks(id)
+    assert {:ok, ^records} = Character.records(id)
+    {:ok, memory} = Character.memory(id)
+    assert SoulMem.Memory.stats(memory) == stats
+    # Retrieval counts written back with the graph.
+    {:ok, note} = SoulMem.Memory.get_note(memory, hd(Map.keys(records)))
+    assert note["retrieval_count"] >= 1
+  end
+
+  test "acknowledged pushes and feedback survive a killed process", context do
+    id = id()
+    pid = start(context, id, window: 64)
+    for i <- 1..20, do: :ok = Character.push(id, user("第#{i}条"))
+    :ok = Character.feedback(id, "sem_self", 1)
+    kill(pid)
+
+    start(context, id, window: 64)
+    assert texts(id) == Enum.map(1..20, &"第#{&1}条")
+    assert {:ok, %{"sem_self" => [{1, _}]}} = Character.feedbacks(id)
+  end
+
+  test "a summary that landed survives a kill; dropped messages do not come back", context do
+    id = id()
+    pid = start(context, id)
+    :ok = Character.subscribe(pid)
+    for i <- 1..6, do: :ok = Character.push(id, user("m#{i}"))
+    assert_receive {:soul_mem, ^id, :summary_updated, "summary 1"}, 5_000
+    visible = texts(id)
+    kill(pid)
+
+    start(context, id)
+    assert {:ok, "summary 1"} = Character.summary(id)
+    assert texts(id) == visible
+  end
+
+  test "a failed push (store full) is refused and changes nothing", context do
+    id = id()
+    # Small enough that a few large messages fill it.
+    start(context, id, window: 64, store_quota: 200, graph: nil)
+    big = String.duplicate("满", 5_000)
+
+    results = for _ <- 1..200, do: Character.push(id, user(big))
+    acked = Enum.count(results, &(&1 == :ok))
+    assert {:error, %SoulMem.Error{reason: :disk_full}} = List.last(results)
+    assert acked > 0
+    assert length(texts(id)) == acked
+
+    stop(id)
+    start(context, id, window: 64, graph: nil)
+    assert length(texts(id)) == acked
+  end
+
+  test "a corrupt store refuses to start with a clear error; others keep running", context do
+    good = id()
+    start(context, good)
+
+    bad = id()
+    path = Store.path(context.tmp_dir, bad)
+    File.write!(path, :binary.copy("not a database", 100))
+
+    assert {:error, {:store_failed, %SoulMem.Error{reason: :corrupt}}} =
+             Characters.ensure_started(bad, opts(context, bad))
+
+    assert File.read!(path) == :binary.copy("not a database", 100)
+    assert {:ok, _} = Character.info(good)
+  end
+
+  test "a store held by someone else is in use", context do
+    id = id()
+    {:ok, store} = Store.open(context.tmp_dir, id)
+
+    assert {:error, {:store_failed, %SoulMem.Error{reason: :in_use}}} =
+             Characters.ensure_started(id, opts(context, id))
+
+    Store.close(store)
+    assert {:ok, _pid} = Characters.ensure_started(id, opts(context, id))
+    Characters.stop(id)
+  end
+
+  test "a graph file given to a character with a stored graph is ignored", context do
+    id = id()
+    start(context, id)
+    stop(id)
+
+    other = Path.join(context.tmp_dir, "other.json")
+    File.write!(other, graph_json([semantic("only_node")]))
+    start(context, id, graph: other)
+    {:ok, memory} = Character.memory(id)
+    assert SoulMem.Memory.stats(memory).nodes == 53
+  end
+
+  test "export then import into a new data dir restores the character exactly", context do
+    id = id()
+    start(context, id)
+    for i <- 1..3, do: :ok = Character.push(id, user("导出#{i}"))
+    :ok = Character.feedback(id, "sem_self", 1)
+    {:ok, doc} = SoulMem.export(id)
+    assert doc["format"] == "soulmem-character"
+    assert doc["character"] == id
+    stop(id)
+
+    other = Path.join(context.tmp_dir, "copy")
+    assert {:ok, pid} = SoulMem.import(id, doc, data_dir: other)
+    assert {:ok, ^doc} = SoulMem.export(pid)
+    assert texts(pid) == ["导出1", "导出2", "导出3"]
+
+    assert {:error, :running} = SoulMem.import(id, doc, data_dir: other)
+    :ok = Characters.stop(pid)
+    assert {:error, :exists} = SoulMem.import(id, doc, data_dir: other)
+
+    # A document of another character, or a broken one, changes nothing.
+    assert {:error, %SoulMem.Error{}} =
+             SoulMem.import(id, %{doc | "character" => "someone else"},
+               data_dir: other,
+               replace: true
+             )
+
+    assert {:error, %SoulMem.Error{}} =
+             SoulMem.import(id, Map.delete(doc, "notes"), data_dir: other, replace: true)
+
+    assert {:ok, pid} = SoulMem.import(id, doc, data_dir: other, replace: true)
+    assert {:ok, ^doc} = SoulMem.export(pid)
+    :ok = Characters.stop(pid)
+  end
+
+  test "force :persist writes back now; without a store it is unsupported", context do
+    id = id()
+    pid = start(context, id)
+    assert :ok = Character.force(pid, :persist)
+
+    other = id()
+    start_supervised!({Character, opts(context, other, persist: false)}, id: other)
+    assert {:error, :unsupported} = Character.force(other, :persist)
+    assert {:error, :not_persisted} = Character.export(other)
+  end
+end

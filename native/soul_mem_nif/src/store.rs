@@ -1,0 +1,360 @@
+//! Store NIFs: one SQLite file per character (`soul_mem_core::store`), behind its own resource.
+//! Every call does file I/O and runs on a dirty I/O scheduler. Notes cross the boundary by
+//! readable id; the store keeps UUIDs, so calls that name notes take the graph handle to
+//! resolve them. Structured results are JSON binaries (decoded by `SoulMem.JSON`).
+
+use crate::error::{ok_or_error, NifError};
+use crate::graph::{GraphResource, Handle};
+use chrono::{DateTime, Utc};
+use rustler::{Binary, Env, ResourceArc, Term};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use soul_mem_core::graph::MemoryGraph;
+use soul_mem_core::model::MemoryId;
+use soul_mem_core::store::{Change, Message, Store, StoreOptions};
+use soul_mem_core::Error;
+use std::sync::{Mutex, MutexGuard};
+
+/// Meta key set by the first checkpoint: the store holds a graph (an empty graph included).
+const META_GRAPH_SAVED: &str = "graph_saved";
+
+/// An open store. `None` once closed: the file lock is released, later calls fail cleanly.
+pub struct StoreResource {
+    store: Mutex<Option<Store>>,
+}
+
+#[rustler::resource_impl]
+impl rustler::Resource for StoreResource {}
+
+type StoreHandle = ResourceArc<StoreResource>;
+
+impl StoreResource {
+    fn lock(&self) -> Result<MutexGuard<'_, Option<Store>>, NifError> {
+        self.store.lock().map_err(|_| NifError::Poisoned)
+    }
+}
+
+/// Runs `f` on the open store, or fails with `closed`.
+fn with_store<T>(
+    handle: &StoreHandle,
+    f: impl FnOnce(&mut Store) -> Result<T, NifError>,
+) -> Result<T, NifError> {
+    let mut guard = handle.lock()?;
+    match guard.as_mut() {
+        Some(store) => f(store),
+        None => Err(Error::invalid_argument("store", "the store was closed").into()),
+    }
+}
+
+fn time(ms: i64) -> Result<DateTime<Utc>, NifError> {
+    DateTime::from_timestamp_millis(ms)
+        .ok_or_else(|| Error::invalid_argument("at", format!("{ms} ms is out of range")).into())
+}
+
+/// The UUID of a note named by readable id or UUID text, looked up in the graph.
+fn resolve(graph: &MemoryGraph, id: &str) -> Result<MemoryId, NifError> {
+    graph
+        .resolve(id)
+        .ok_or_else(|| Error::NotFound(format!("note {id:?}")).into())
+}
+
+/// The readable id of a stored UUID: from the graph, else the store (archived notes), else
+/// the UUID text (a note deleted since).
+fn readable(graph: &MemoryGraph, store: &Store, id: &MemoryId) -> String {
+    if let Some(n) = graph.get(id) {
+        return n.readable_id.clone();
+    }
+    match store.note(id) {
+        Ok(Some(n)) => n.readable_id,
+        _ => id.to_string(),
+    }
+}
+
+/// Opens (creating if needed) the store of `character` under `data_dir`. `max_pages` > 0 caps
+/// the file (a quota: writes past it fail with `disk_full`). Errors keep the store's kinds:
+/// `corrupt`, `incompatible`, `in_use`, `read_only`, `disk_full`, `io`.
+#[rustler::nif(schedule = "DirtyIo")]
+fn store_open<'a>(env: Env<'a>, data_dir: String, character: String, max_pages: u64) -> Term<'a> {
+    let opts = StoreOptions {
+        max_pages: (max_pages > 0).then_some(max_pages),
+        ..StoreOptions::default()
+    };
+    let result = Store::open_with(Store::path_for(&data_dir, &character), &character, &opts)
+        .map(|store| {
+            ResourceArc::new(StoreResource {
+                store: Mutex::new(Some(store)),
+            })
+        })
+        .map_err(NifError::from);
+    ok_or_error(env, result)
+}
+
+/// The file path `store_open` uses for `character` under `data_dir` (no I/O).
+#[rustler::nif]
+fn store_path(data_dir: String, character: String) -> String {
+    Store::path_for(&data_dir, &character).display().to_string()
+}
+
+/// Closes the store and releases its lock; closing twice is fine.
+#[rustler::nif(schedule = "DirtyIo")]
+fn store_close<'a>(env: Env<'a>, handle: StoreHandle) -> Term<'a> {
+    let result = handle.lock().map(|mut guard| {
+        guard.take();
+        "closed"
+    });
+    ok_or_error(env, result)
+}
+
+/// Everything a restarting character needs: `{graph_or_nil, state_json}`. The graph is `nil`
+/// while no checkpoint has saved one. The state JSON holds `window` (`seq`, `role`, `text`,
+/// `at_ms`, `tagged`), `summary`, `records` (`[id, at_ms]`) and `feedback`
+/// (`[id, value, at_ms]`), with readable note ids.
+///
+/// Complexity: O(notes + links + window + records + feedback).
+#[rustler::nif(schedule = "DirtyIo")]
+fn store_load<'a>(env: Env<'a>, handle: StoreHandle) -> Term<'a> {
+    let result = with_store(&handle, |store| {
+        let saved = store.meta(META_GRAPH_SAVED)?.is_some();
+        let graph = if saved {
+            store.load_graph()?
+        } else {
+            MemoryGraph::new(store.character())
+        };
+        let window: Vec<Value> = store
+            .window()?
+            .into_iter()
+            .map(|(seq, m)| {
+                json!({"seq": seq, "role": m.role, "text": m.text,
+                       "at_ms": m.at.timestamp_millis(), "tagged": m.tagged})
+            })
+            .collect();
+        let records: Vec<Value> = store
+            .records_since(DateTime::<Utc>::MIN_UTC)?
+            .iter()
+            .map(|(id, at)| json!([readable(&graph, store, id), at.timestamp_millis()]))
+            .collect();
+        let feedback: Vec<Value> = store
+            .feedback()?
+            .iter()
+            .map(|(id, v, at)| json!([readable(&graph, store, id), v, at.timestamp_millis()]))
+            .collect();
+        let state = json!({
+            "window": window,
+            "summary": store.summary()?,
+            "records": records,
+            "feedback": feedback,
+        })
+        .to_string();
+        Ok((saved.then(|| GraphResource::new(graph)), state))
+    });
+    ok_or_error(env, result)
+}
+
+/// Extra writes of a checkpoint, all optional.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct CheckpointExtra {
+    /// New running summary.
+    summary: Option<String>,
+    /// Drop window messages up to this sequence number.
+    pop_to: Option<i64>,
+    /// Readable ids (or UUIDs) of notes to archive: kept in the store, out of the graph.
+    #[serde(default)]
+    archive: Vec<String>,
+}
+
+/// Writes the whole graph plus `extra_json` (see [`CheckpointExtra`]) in ONE transaction.
+/// Notes to archive are resolved first (graph, then store): an unknown one fails the whole
+/// checkpoint and nothing is written.
+///
+/// Complexity: O(notes + links) rows written.
+#[rustler::nif(schedule = "DirtyIo")]
+fn store_checkpoint<'a>(
+    env: Env<'a>,
+    handle: StoreHandle,
+    graph: Handle,
+    extra_json: Binary,
+) -> Term<'a> {
+    let result = (|| {
+        let extra: CheckpointExtra = if extra_json.is_empty() {
+            CheckpointExtra::default()
+        } else {
+            serde_json::from_slice(extra_json.as_slice())
+                .map_err(|e| Error::InvalidJson(format!("checkpoint options: {e}")))?
+        };
+        let engine = graph.read()?;
+        let graph = engine.graph();
+        with_store(&handle, |store| {
+            let mut changes = Vec::new();
+            for id in &extra.archive {
+                let uuid = match graph.resolve(id) {
+                    Some(u) => u,
+                    None => resolve_stored(store, graph.character(), id)?,
+                };
+                changes.push(Change::ArchiveNote(uuid));
+            }
+            if let Some(s) = extra.summary {
+                changes.push(Change::SetSummary(s));
+            }
+            if let Some(seq) = extra.pop_to {
+                changes.push(Change::PopMessages(seq));
+            }
+            changes.push(Change::SetMeta(META_GRAPH_SAVED.into(), "1".into()));
+            store.checkpoint(graph, &changes)?;
+            Ok("saved")
+        })
+    })();
+    ok_or_error(env, result)
+}
+
+/// A note that is only in the store (archived or released): by UUID text or readable id.
+fn resolve_stored(store: &Store, character: &str, id: &str) -> Result<MemoryId, NifError> {
+    let candidate = uuid::Uuid::parse_str(id)
+        .map(MemoryId)
+        .unwrap_or_else(|_| MemoryId::derive(character, id));
+    match store.note(&candidate)? {
+        Some(n) => Ok(n.id),
+        None => Err(Error::NotFound(format!("note {id:?}")).into()),
+    }
+}
+
+/// Appends window messages `[{role, text, at_ms, tagged}]` in one transaction (all or none);
+/// returns their sequence numbers. Durable when this returns.
+#[rustler::nif(schedule = "DirtyIo")]
+fn store_append_messages<'a>(
+    env: Env<'a>,
+    handle: StoreHandle,
+    messages: Vec<(String, String, i64, bool)>,
+) -> Term<'a> {
+    let result = (|| {
+        let messages = messages
+            .into_iter()
+            .map(|(role, text, at_ms, tagged)| {
+                Ok(Message {
+                    role,
+                    text,
+                    at: time(at_ms)?,
+                    tagged,
+                })
+            })
+            .collect::<Result<Vec<_>, NifError>>()?;
+        with_store(&handle, |store| Ok(store.append_messages(&messages)?))
+    })();
+    ok_or_error(env, result)
+}
+
+/// Sets the summary (when given) and drops window messages up to `pop_to` (when >= 0), in
+/// one transaction.
+#[rustler::nif(schedule = "DirtyIo")]
+fn store_window_update<'a>(
+    env: Env<'a>,
+    handle: StoreHandle,
+    summary: Option<String>,
+    pop_to: i64,
+) -> Term<'a> {
+    let result = with_store(&handle, |store| {
+        let mut changes = Vec::new();
+        if let Some(s) = summary {
+            changes.push(Change::SetSummary(s));
+        }
+        if pop_to >= 0 {
+            changes.push(Change::PopMessages(pop_to));
+        }
+        store.apply(&changes)?;
+        Ok("saved")
+    });
+    ok_or_error(env, result)
+}
+
+/// Appends feedback (`+1` / `-1`) on a note of the graph. Durable when this returns.
+#[rustler::nif(schedule = "DirtyIo")]
+fn store_append_feedback<'a>(
+    env: Env<'a>,
+    handle: StoreHandle,
+    graph: Handle,
+    note_id: String,
+    value: i64,
+    at_ms: i64,
+) -> Term<'a> {
+    let result = (|| {
+        let value = i8::try_from(value)
+            .ok()
+            .filter(|v| *v == 1 || *v == -1)
+            .ok_or_else(|| {
+                Error::invalid_argument("value", format!("must be 1 or -1, got {value}"))
+            })?;
+        let at = time(at_ms)?;
+        let id = resolve(graph.read()?.graph(), &note_id)?;
+        with_store(&handle, |store| Ok(store.append_feedback(&id, value, at)?)).map(|()| "saved")
+    })();
+    ok_or_error(env, result)
+}
+
+/// Appends retrieval records (`ids` recalled at `at_ms`); ids not in the graph are skipped.
+#[rustler::nif(schedule = "DirtyIo")]
+fn store_append_records<'a>(
+    env: Env<'a>,
+    handle: StoreHandle,
+    graph: Handle,
+    ids: Vec<String>,
+    at_ms: i64,
+) -> Term<'a> {
+    let result = (|| {
+        let at = time(at_ms)?;
+        let records: Vec<(MemoryId, DateTime<Utc>)> = {
+            let engine = graph.read()?;
+            ids.iter()
+                .filter_map(|id| engine.graph().resolve(id))
+                .map(|id| (id, at))
+                .collect()
+        };
+        with_store(&handle, |store| {
+            store.append_records(&records)?;
+            Ok(records.len())
+        })
+    })();
+    ok_or_error(env, result)
+}
+
+/// The whole character (notes incl. archived, window, summary, records, feedback, forgetting
+/// state, embeddings) as one JSON document.
+#[rustler::nif(schedule = "DirtyIo")]
+fn store_export<'a>(env: Env<'a>, handle: StoreHandle) -> Term<'a> {
+    let result = with_store(&handle, |store| Ok(store.export_character()?.to_string()));
+    ok_or_error(env, result)
+}
+
+/// Replaces the store content with an export document of the same character, in one
+/// transaction; a bad document changes nothing.
+#[rustler::nif(schedule = "DirtyIo")]
+fn store_import<'a>(env: Env<'a>, handle: StoreHandle, json: Binary) -> Term<'a> {
+    let result = (|| {
+        let value: Value = serde_json::from_slice(json.as_slice())
+            .map_err(|e| Error::InvalidJson(format!("export document: {e}")))?;
+        with_store(&handle, |store| {
+            store.import_character(&value)?;
+            // An export always carries the graph (an empty one included).
+            store.set_meta(META_GRAPH_SAVED, "1")?;
+            Ok("imported")
+        })
+    })();
+    ok_or_error(env, result)
+}
+
+/// Active and archived notes, links and window messages stored, and whether a graph was saved.
+#[rustler::nif(schedule = "DirtyIo")]
+fn store_info<'a>(env: Env<'a>, handle: StoreHandle) -> Term<'a> {
+    let result = with_store(&handle, |store| {
+        let (notes, archived, links) = store.counts()?;
+        let info = json!({
+            "path": store.path().display().to_string(),
+            "character": store.character(),
+            "schema_version": store.schema_version()?,
+            "notes": notes, "archived": archived, "links": links,
+            "window": store.window()?.len(),
+            "graph_saved": store.meta(META_GRAPH_SAVED)?.is_some(),
+        });
+        Ok(info.to_string())
+    });
+    ok_or_error(env, result)
+}
