@@ -13,7 +13,9 @@ defmodule SoulMem.Characters do
   `SoulMem.Character.start_link/1`: `graph: path` or `memory:
   %SoulMem.Memory{}`, `window:`, `idle_after:` …) when it is not running.
   Idempotent: when it already runs, `opts` are ignored and its pid is
-  returned. A graph file that does not exist fails with
+  returned. A character with a store under the data directory comes back
+  from it (graph, window, summary, records, feedback); `:graph` only seeds a
+  new one. A graph file that does not exist fails with
   `{:error, {:graph_not_found, path}}`.
   """
   @spec ensure_started(String.t(), keyword()) :: {:ok, pid()} | {:error, term()}
@@ -53,7 +55,8 @@ defmodule SoulMem.Characters do
   end
 
   @doc """
-  Stops the character (its graph is freed; nothing is persisted yet).
+  Stops the character gracefully: a persisted character writes its graph,
+  window and summary back to its store first (see `SoulMem.Character`).
   `{:error, :not_running}` when it does not run.
   """
   @spec stop(String.t() | pid()) :: :ok | {:error, :not_running}

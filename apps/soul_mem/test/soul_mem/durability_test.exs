@@ -103,4 +103,39 @@ defmodule SoulMem.DurabilityTest do
     assert missing == [], "acknowledged but lost: #{inspect(Enum.take(missing, 10))}"
     assert feedbacks >= length(first.fbs) + length(second.fbs)
   end
+
+  test "SIGTERM stops the service gracefully and the graph is written back", ctx do
+    id = "sigterm-#{System.unique_integer([:positive])}"
+    args = code_path_args() ++ [@writer, ctx.tmp_dir, id, demo_fixture(), "1", "5", "serve"]
+
+    port =
+      Port.open({:spawn_executable, elixir!()}, [:binary, :exit_status, {:line, 4096}, args: args])
+
+    {:os_pid, os_pid} = Port.info(port, :os_pid)
+    recalled = await_serving(port, nil)
+    assert recalled != []
+    {_, 0} = System.cmd("kill", ["-TERM", "#{os_pid}"])
+    assert_receive {^port, {:exit_status, 0}}, 60_000
+
+    {:ok, store} = Store.open(ctx.tmp_dir, id)
+    {:ok, state} = Store.load(store)
+    Store.close(store)
+    assert Enum.map(state.window, & &1.text) == Enum.map(1..5, &"w#{&1}")
+
+    for note_id <- recalled do
+      {:ok, note} = SoulMem.Memory.get_note(state.memory, note_id)
+      assert note["retrieval_count"] >= 1, "#{note_id} lost its retrieval count"
+    end
+  end
+
+  defp await_serving(port, recalled) do
+    receive do
+      {^port, {:data, {:eol, "recalled " <> ids}}} -> await_serving(port, String.split(ids, ","))
+      {^port, {:data, {:eol, "serving"}}} -> recalled
+      {^port, {:data, _}} -> await_serving(port, recalled)
+      {^port, {:exit_status, status}} -> flunk("service exited with #{status} before serving")
+    after
+      120_000 -> flunk("service did not start")
+    end
+  end
 end

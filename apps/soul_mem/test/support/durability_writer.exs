@@ -1,14 +1,16 @@
 # Run by SoulMem.DurabilityTest as a separate OS process (elixir -pa ...):
 #
-#   elixir durability_writer.exs DATA_DIR CHARACTER GRAPH FROM TO
+#   elixir durability_writer.exs DATA_DIR CHARACTER GRAPH FROM TO [serve]
 #
 # Starts the soul_mem application, starts the persisted character and streams
 # writes FROM..TO: every write is a pushed message "w<i>", every 7th also a
 # feedback on sem_self. After a write is acknowledged it prints "ack <i>" (and
 # "fb <i>"). The test kills this process with SIGKILL at a random point.
-[data_dir, id, graph, from, to] = System.argv()
+# With "serve" it then recalls once (which changes retrieval counts, written
+# back only on a graceful stop), prints "serving" and waits for SIGTERM.
+[data_dir, id, graph, from, to | mode] = System.argv()
 
-Application.put_env(:soul_mem, :embedder, :none)
+Application.put_env(:soul_mem, :embedder, :hash)
 Application.put_env(:soul_mem, :data_dir, data_dir)
 {:ok, _} = Application.ensure_all_started(:soul_mem)
 
@@ -36,3 +38,12 @@ for i <- String.to_integer(from)..String.to_integer(to) do
 end
 
 IO.puts("done")
+
+if mode == ["serve"] do
+  {:ok, result} = SoulMem.recall(id, %{text: "麻辣烫"}, timeout: 60_000)
+  IO.puts("recalled " <> Enum.map_join(result.memories, ",", & &1.id))
+  # Records are cast: this call returns after the cast was handled.
+  {:ok, _} = SoulMem.Character.records(id, 60_000)
+  IO.puts("serving")
+  Process.sleep(:infinity)
+end
