@@ -34,9 +34,11 @@ env_integer = fn name, default, min, max ->
   end
 end
 
+# Releases keep characters under the user's data home (XDG); development and
+# tests under ./data/<env> in the checkout.
 default_data_dir =
   if config_env() == :prod,
-    do: Path.expand("data"),
+    do: Path.join(env_string.("XDG_DATA_HOME", Path.expand("~/.local/share")), "soulmem"),
     else: Path.expand("../data/#{config_env()}", __DIR__)
 
 config :soul_mem,

@@ -109,6 +109,54 @@ fn check_size(size: u64, limit: u64) -> Result<()> {
     }
 }
 
+/// Parses ONE note in Graph JSON node shape (an object, as one element of a Graph JSON array)
+/// for `character`, with all of its outgoing links (targets by readable id or UUID; they are
+/// not checked here — see [`MemoryGraph::prepare_upsert`]). Same validation as an import.
+///
+/// Complexity: O(bytes).
+pub fn parse_note(character: &str, bytes: &[u8], max_bytes: u64) -> Result<MemoryNote> {
+    check_size(bytes.len() as u64, max_bytes)?;
+    let text = std::str::from_utf8(bytes).map_err(|e| Error::NotUtf8(e.valid_up_to()))?;
+    let mut value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| Error::InvalidJson(e.to_string()))?;
+    let Some(obj) = value.as_object_mut() else {
+        return Err(Error::InvalidJson(
+            "expected one note (a JSON object)".into(),
+        ));
+    };
+    // Link targets name notes outside this one-note document: give them their UUIDs (derived
+    // from the readable id, as an import of the whole graph does) so the import resolves them.
+    if let Some(serde_json::Value::Array(links)) = obj.get_mut("mem_links") {
+        for link in links.iter_mut() {
+            if let Some(to) = link.get_mut("to") {
+                if let Some(t) = to.as_str() {
+                    if uuid::Uuid::parse_str(t).is_err() {
+                        *to = serde_json::Value::String(MemoryId::derive(character, t).to_string());
+                    }
+                }
+            }
+        }
+    }
+    let opts = ImportOptions {
+        complete: false,
+        max_bytes: u64::MAX,
+        ..ImportOptions::default()
+    };
+    let doc = serde_json::Value::Array(vec![value]).to_string();
+    let mut graph = import_bytes(character, doc.as_bytes(), &opts)?;
+    let pending: Vec<MemoryLink> = graph.pending_links().cloned().collect();
+    let id = graph
+        .note_at(0)
+        .map(|n| n.id)
+        .ok_or_else(|| Error::InvalidJson("expected one note".into()))?;
+    let mut note = graph
+        .remove(&id)
+        .ok_or_else(|| Error::InvalidJson("expected one note".into()))?;
+    // Self-links were attached; the rest waited as pending links. Keep file order.
+    note.links.extend(pending);
+    Ok(note)
+}
+
 /// Imports Graph JSON from memory.
 ///
 /// Complexity: O(bytes + nodes + links).

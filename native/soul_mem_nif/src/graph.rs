@@ -21,9 +21,14 @@ impl rustler::Resource for GraphResource {}
 impl GraphResource {
     /// Wraps a graph in a new handle.
     pub fn new(graph: MemoryGraph) -> ResourceArc<Self> {
+        Self::from_engine(Engine::new(graph))
+    }
+
+    /// Wraps an engine (a graph with state restored from a store) in a new handle.
+    pub fn from_engine(engine: Engine) -> ResourceArc<Self> {
         LIVE_HANDLES.fetch_add(1, Ordering::SeqCst);
         ResourceArc::new(GraphResource {
-            engine: RwLock::new(Engine::new(graph)),
+            engine: RwLock::new(engine),
         })
     }
 

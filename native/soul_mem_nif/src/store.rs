@@ -9,11 +9,16 @@ use chrono::{DateTime, Utc};
 use rustler::{Binary, Env, ResourceArc, Term};
 use serde::Deserialize;
 use serde_json::{json, Value};
+use soul_mem_core::engine::Engine;
 use soul_mem_core::graph::MemoryGraph;
+use soul_mem_core::import;
 use soul_mem_core::model::MemoryId;
 use soul_mem_core::store::{Change, Message, Store, StoreOptions};
 use soul_mem_core::Error;
 use std::sync::{Mutex, MutexGuard};
+
+/// Largest note accepted by `note_put` (a note is a paragraph, not a book).
+const MAX_NOTE_BYTES: u64 = 256 * 1024;
 
 /// Meta key set by the first checkpoint: the store holds a graph (an empty graph included).
 const META_GRAPH_SAVED: &str = "graph_saved";
@@ -35,7 +40,7 @@ impl StoreResource {
 }
 
 /// Runs `f` on the open store, or fails with `closed`.
-fn with_store<T>(
+pub(crate) fn with_store<T>(
     handle: &StoreHandle,
     f: impl FnOnce(&mut Store) -> Result<T, NifError>,
 ) -> Result<T, NifError> {
@@ -120,6 +125,15 @@ fn store_load<'a>(env: Env<'a>, handle: StoreHandle) -> Term<'a> {
         } else {
             MemoryGraph::new(store.character())
         };
+        // Forgetting states (the revision cache by band) of notes in the graph; states of
+        // archived notes stay on disk.
+        let mut engine = Engine::new(graph);
+        for (id, state) in store.forget_states()? {
+            if engine.graph().get(&id).is_some() {
+                engine.set_forget_state(id, state)?;
+            }
+        }
+        let graph = engine.graph();
         let window: Vec<Value> = store
             .window()?
             .into_iter()
@@ -145,7 +159,7 @@ fn store_load<'a>(env: Env<'a>, handle: StoreHandle) -> Term<'a> {
             "feedback": feedback,
         })
         .to_string();
-        Ok((saved.then(|| GraphResource::new(graph)), state))
+        Ok((saved.then(|| GraphResource::from_engine(engine)), state))
     });
     ok_or_error(env, result)
 }
@@ -163,9 +177,10 @@ struct CheckpointExtra {
     archive: Vec<String>,
 }
 
-/// Writes the whole graph plus `extra_json` (see [`CheckpointExtra`]) in ONE transaction.
-/// Notes to archive are resolved first (graph, then store): an unknown one fails the whole
-/// checkpoint and nothing is written.
+/// Writes the whole graph plus `extra_json` (see [`CheckpointExtra`]) and the graph's
+/// forgetting states in ONE transaction. Notes to archive are resolved first (graph, then
+/// store; an unknown one fails the whole checkpoint and nothing is written) and leave the
+/// graph.
 ///
 /// Complexity: O(notes + links) rows written.
 #[rustler::nif(schedule = "DirtyIo")]
@@ -182,17 +197,34 @@ fn store_checkpoint<'a>(
             serde_json::from_slice(extra_json.as_slice())
                 .map_err(|e| Error::InvalidJson(format!("checkpoint options: {e}")))?
         };
-        let engine = graph.read()?;
-        let graph = engine.graph();
-        with_store(&handle, |store| {
-            let mut changes = Vec::new();
-            for id in &extra.archive {
-                let uuid = match graph.resolve(id) {
-                    Some(u) => u,
-                    None => resolve_stored(store, graph.character(), id)?,
-                };
-                changes.push(Change::ArchiveNote(uuid));
+        // Archived notes leave working memory: take them out of the graph first (so the
+        // save does not write them back as active) and put them back if the write fails.
+        let mut engine = graph.write()?;
+        let mut archive = Vec::with_capacity(extra.archive.len());
+        let mut removed = Vec::new();
+        for id in &extra.archive {
+            match engine.graph().resolve(id) {
+                Some(uuid) => {
+                    archive.push(uuid);
+                    removed.extend(engine.graph_mut().remove(&uuid));
+                }
+                None => {
+                    let character = engine.graph().character().to_owned();
+                    archive.push(with_store(&handle, |s| resolve_stored(s, &character, id))?);
+                }
             }
+        }
+        let saved = with_store(&handle, |store| {
+            // All forgetting states of the graph: few (only recalled, forgettable notes have
+            // one) and upserts, so writing them all keeps the checkpoint simple and whole.
+            let mut changes: Vec<Change> = engine
+                .forget_states()
+                .map(|(id, st)| Change::SetForgetState(*id, st.clone()))
+                .collect();
+            // The graph's version of a released note is the newest (it may never have been
+            // saved): write it, then archive it.
+            changes.extend(removed.iter().map(|n| Change::PutNote(n.clone())));
+            changes.extend(archive.iter().map(|id| Change::ArchiveNote(*id)));
             if let Some(s) = extra.summary {
                 changes.push(Change::SetSummary(s));
             }
@@ -200,9 +232,16 @@ fn store_checkpoint<'a>(
                 changes.push(Change::PopMessages(seq));
             }
             changes.push(Change::SetMeta(META_GRAPH_SAVED.into(), "1".into()));
-            store.checkpoint(graph, &changes)?;
+            store.checkpoint(engine.graph(), &changes)?;
             Ok("saved")
-        })
+        });
+        if saved.is_err() {
+            // Links into these notes were dropped by `remove`; archive candidates have none.
+            for note in removed {
+                let _ = engine.graph_mut().insert(note);
+            }
+        }
+        saved
     })();
     ok_or_error(env, result)
 }
@@ -356,5 +395,36 @@ fn store_info<'a>(env: Env<'a>, handle: StoreHandle) -> Term<'a> {
         });
         Ok(info.to_string())
     });
+    ok_or_error(env, result)
+}
+
+/// Inserts or replaces one note (Graph JSON node object) in the graph, and first in the store
+/// when one is given, so an acknowledged put is durable. Returns the note as stored (Graph
+/// JSON). Bad input (shape, values, a link to a note the graph does not hold) changes nothing.
+///
+/// Complexity: O(note size + its out-degree).
+#[rustler::nif(schedule = "DirtyIo")]
+fn note_put<'a>(
+    env: Env<'a>,
+    graph: Handle,
+    store: Option<StoreHandle>,
+    note_json: Binary,
+) -> Term<'a> {
+    let result = (|| {
+        let mut engine = graph.write()?;
+        let character = engine.graph().character().to_owned();
+        let note = import::parse_note(&character, note_json.as_slice(), MAX_NOTE_BYTES)?;
+        let note = engine.graph().prepare_upsert(note)?;
+        if let Some(store) = &store {
+            with_store(store, |s| Ok(s.put_note(&note)?))?;
+        }
+        let id = note.id;
+        engine.graph_mut().upsert(note)?;
+        let graph = engine.graph();
+        let stored = graph
+            .get(&id)
+            .ok_or_else(|| Error::NotFound(format!("note {id}")))?;
+        Ok(import::note_to_value(graph, stored)?.to_string())
+    })();
     ok_or_error(env, result)
 }

@@ -45,12 +45,36 @@ defmodule SoulMem.Admin do
   end
 
   @doc """
-  Writes one note. Not supported yet: the native store has no write API so
-  far, so this returns `{:error, :not_supported}` (after checking that the
-  character runs).
+  Inserts or replaces one note (Graph JSON node shape); durable once it
+  returns for a persisted character. See `SoulMem.Memory.put_note/3`.
   """
-  @spec put_note(String.t() | pid(), String.t(), map()) :: :ok | {:error, term()}
-  def put_note(character, note_id, note) when is_binary(note_id) and is_map(note) do
-    with {:ok, _memory} <- Character.memory(character), do: {:error, :not_supported}
+  @spec put_note(String.t() | pid(), map() | binary()) :: {:ok, map()} | {:error, term()}
+  def put_note(character, note), do: Character.put_note(character, note)
+
+  @doc """
+  Writes the character's graph, window and summary to its store now.
+  """
+  @spec persist(String.t() | pid()) :: :ok | {:error, term()}
+  def persist(character), do: Character.force(character, :persist)
+
+  @doc """
+  Writes the character's export document (`SoulMem.Character.export/2`: the
+  graph with archived notes, window, summary, records, feedback, forgetting
+  state) to `path` — via a temporary file and a rename, so `path` never holds
+  a half-written backup. `SoulMem.import/3` restores it.
+  """
+  @spec export(String.t() | pid(), Path.t()) :: :ok | {:error, term()}
+  def export(character, path) do
+    tmp = "#{path}.tmp-#{System.unique_integer([:positive])}"
+
+    with {:ok, json} <- Character.export(character),
+         :ok <- File.write(tmp, json, [:sync]),
+         :ok <- File.rename(tmp, path) do
+      :ok
+    else
+      {:error, _} = error ->
+        File.rm(tmp)
+        error
+    end
   end
 end

@@ -242,6 +242,16 @@ defmodule SoulMem.Character do
   def info(character, timeout \\ @default_timeout), do: call(character, :info, timeout)
 
   @doc """
+  Inserts or replaces one note of the character's graph
+  (`SoulMem.Memory.put_note/3`); with a store it is durable before this
+  returns. Returns the note as stored.
+  """
+  @spec put_note(character(), map() | binary(), timeout()) ::
+          {:ok, map()} | {:error, SoulMem.Error.t()} | call_error()
+  def put_note(character, note, timeout \\ @default_timeout),
+    do: call(character, {:put_note, note}, timeout)
+
+  @doc """
   The whole character (graph with archived notes, window, summary, records,
   feedback, forgetting state) as one JSON document, after writing the live
   state back. `{:error, :not_persisted}` for a character without a store.
@@ -634,6 +644,11 @@ defmodule SoulMem.Character do
       {:ok, state} -> {:reply, :ok, state}
       {:error, _} = error -> {:reply, error, state}
     end
+  end
+
+  def handle_call({:put_note, note}, _from, state) do
+    reply = Memory.put_note(state.memory, note, state.store)
+    {:reply, reply, touch(state)}
   end
 
   def handle_call(:export, _from, %{store: nil} = state),

@@ -137,6 +137,40 @@ defmodule SoulMem.Memory do
   def get_note!(memory, id), do: unwrap!(get_note(memory, id))
 
   @doc """
+  Inserts or replaces one note, given in Graph JSON node shape (a map with
+  string keys, or its JSON): `"id"`, `"tags"`, `"mem_type"`, optional
+  `"mem_links"` (targets must be notes of the graph), `"core"`. Replacing
+  keeps the note's history (creation and access times, retrieval count) and
+  the links pointing at it.
+
+  With a `store` (`SoulMem.Store`) the note is written there first, so the
+  put is durable once this returns. Invalid notes fail with
+  `{:error, %SoulMem.Error{}}` and change nothing. Returns the note as
+  `get_note/2` shows it.
+  """
+  @spec put_note(t(), map() | binary(), SoulMem.Store.t() | nil) ::
+          {:ok, map()} | {:error, Error.t()}
+  def put_note(%__MODULE__{ref: ref}, note, store \\ nil) do
+    store_ref = if store, do: store.ref
+
+    with {:ok, json} <- note_json(note),
+         {:ok, stored} <- ref |> Native.note_put(store_ref, json) |> wrap() do
+      decode(stored)
+    end
+  end
+
+  defp note_json(note) when is_binary(note), do: {:ok, note}
+
+  defp note_json(note) when is_map(note) do
+    case JSON.encode(note) do
+      {:ok, json} -> {:ok, json}
+      {:error, _} -> {:error, Error.new(:invalid_json, "the note cannot be encoded as JSON")}
+    end
+  end
+
+  defp note_json(_note), do: {:error, Error.new(:invalid_json, "expected a note map or JSON")}
+
+  @doc """
   Exports the whole graph as a Graph JSON binary.
   """
   @spec export_json(t()) :: {:ok, binary()} | {:error, Error.t()}

@@ -212,4 +212,99 @@ defmodule SoulMem.PersistenceTest do
     assert {:error, :unsupported} = Character.force(other, :persist)
     assert {:error, :not_persisted} = Character.export(other)
   end
+
+  test "put_note inserts and replaces durably; bad notes change nothing", context do
+    id = id()
+    pid = start(context, id)
+
+    note = %{
+      "id" => "sem_new_friend",
+      "tags" => ["朋友"],
+      "mem_type" => %{
+        "Semantic" => %{
+          "content" => "小蓝",
+          "aliases" => ["蓝蓝"],
+          "concept_type" => "Entity",
+          "description" => "新同学"
+        }
+      },
+      "mem_links" => [
+        %{
+          "from" => "sem_new_friend",
+          "to" => "sem_self",
+          "intensity" => 0.6,
+          "link_type" => %{"Sem" => %{"verb" => "认识", "confidence" => 0.9}}
+        }
+      ]
+    }
+
+    assert {:ok, %{"id" => "sem_new_friend"}} = SoulMem.put_note(pid, note)
+    replaced = put_in(note, ["mem_type", "Semantic", "description"], "隔壁班的新同学")
+    assert {:ok, stored} = SoulMem.put_note(pid, replaced)
+    assert stored["mem_type"]["Semantic"]["description"] == "隔壁班的新同学"
+
+    bad_target = put_in(note, ["mem_links", Access.at(0), "to"], "no_such_note")
+
+    assert {:error, %SoulMem.Error{reason: :missing_link_target}} =
+             SoulMem.put_note(pid, bad_target)
+
+    assert {:error, %SoulMem.Error{}} = SoulMem.put_note(pid, %{"id" => "x"})
+    assert {:error, %SoulMem.Error{}} = SoulMem.put_note(pid, "[1, 2]")
+
+    assert {:ok, %{"mem_type" => %{"Semantic" => %{"description" => "隔壁班的新同学"}}}} =
+             SoulMem.get_note(pid, "sem_new_friend")
+
+    # Durable at once: a killed character still has it.
+    kill(pid)
+    start(context, id)
+
+    assert {:ok, %{"mem_links" => [%{"to" => "sem_self"}]} = note} =
+             SoulMem.get_note(id, "sem_new_friend")
+
+    assert note["mem_type"]["Semantic"]["description"] == "隔壁班的新同学"
+  end
+
+  test "Admin.export writes a backup file that imports back", context do
+    id = id()
+    start(context, id)
+    path = Path.join(context.tmp_dir, "backup.json")
+    assert :ok = SoulMem.Admin.export(id, path)
+    stop(id)
+    other = Path.join(context.tmp_dir, "restored")
+    assert {:ok, pid} = SoulMem.import(id, File.read!(path), data_dir: other)
+    {:ok, memory} = Character.memory(pid)
+    assert SoulMem.Memory.stats(memory).nodes == 53
+    :ok = Characters.stop(pid)
+  end
+
+  defmodule ArchiveLonely do
+    @moduledoc false
+    @behaviour SoulMem.Maintenance
+    def tasks, do: [:forget]
+    def run(:forget, _snapshot), do: {:ok, [{:archived, ["sem_lonely"]}]}
+  end
+
+  test "archived notes leave working memory and stay in the store", context do
+    id = id()
+    graph = Path.join(context.tmp_dir, "g.json")
+
+    File.write!(
+      graph,
+      graph_json([semantic("sem_a", ["sem_b"]), semantic("sem_b"), semantic("sem_lonely")])
+    )
+
+    pid = start(context, id, graph: graph, maintenance: [ArchiveLonely])
+    :ok = Character.subscribe(pid)
+    :ok = Character.force(pid, :forget)
+    assert_receive {:soul_mem, ^id, :maintenance_done, %{tasks: [:forget]}}, 5_000
+
+    assert {:error, %SoulMem.Error{reason: :not_found}} = SoulMem.get_note(pid, "sem_lonely")
+    {:ok, doc} = SoulMem.export(pid)
+    assert %{"archived" => true} = Enum.find(doc["notes"], &(&1["id"] == "sem_lonely"))
+
+    stop(id)
+    start(context, id, graph: graph)
+    assert {:error, %SoulMem.Error{reason: :not_found}} = SoulMem.get_note(id, "sem_lonely")
+    assert {:ok, _} = SoulMem.get_note(id, "sem_b")
+  end
 end

@@ -1375,6 +1375,28 @@ impl Store {
             .collect())
     }
 
+    /// Every stored forgetting state, by note id order.
+    ///
+    /// Complexity: O(states) indexed reads.
+    pub fn forget_states(&self) -> Result<Vec<(MemoryId, ForgetState)>> {
+        Ok(self
+            .all_forget()?
+            .into_iter()
+            .map(|f| {
+                (
+                    MemoryId(f.node),
+                    ForgetState {
+                        missing_degree: f.missing_degree,
+                        band: f.band,
+                        revised_text: f.revised_text,
+                        original_text: f.original_text,
+                        updated_at: f.updated_at,
+                    },
+                )
+            })
+            .collect())
+    }
+
     fn all_forget(&self) -> Result<Vec<ExportForget>> {
         let ids: Vec<String> = {
             let mut st = self
@@ -1441,6 +1463,70 @@ impl Store {
 
     pub(crate) fn conn(&self) -> &Connection {
         &self.conn
+    }
+
+    // ---- working memory (partial write-back) ------------------------------------------------
+
+    /// Partial checkpoint: `extra` changes, then an upsert of each of `notes` (as
+    /// [`Change::PutNote`]: the note row is replaced, its outgoing links become exactly
+    /// `note.links`, an archived note stays archived), in ONE transaction. Unlike
+    /// [`Store::checkpoint`], stored notes absent from `notes` are left untouched: in
+    /// working-memory mode the in-memory graph is a subset of the store, so `notes` must carry
+    /// their complete outgoing links (pending ones included).
+    ///
+    /// Complexity: O(notes + their links + extra) rows written.
+    pub fn upsert_notes(&mut self, notes: &[MemoryNote], extra: &[Change]) -> Result<()> {
+        for ch in extra {
+            if let Change::PutNote(n) = ch {
+                validate_note(n)?;
+            }
+            if let Change::PutLink(l) = ch {
+                validate_link(l)?;
+            }
+        }
+        for n in notes {
+            validate_note(n)?;
+        }
+        self.write(|c, p| {
+            for ch in extra {
+                apply_change(c, p, ChangeRef::from(ch))?;
+            }
+            for n in notes {
+                apply_change(c, p, ChangeRef::PutNote(n))?;
+            }
+            Ok(())
+        })
+    }
+
+    /// [`Store::put_embedding`] for many notes under one `model`, in ONE transaction:
+    /// `(note, SHA-256 of the embedded text, vector)`.
+    ///
+    /// Complexity: O(rows × dim).
+    pub fn put_embeddings(
+        &mut self,
+        model: &str,
+        rows: &[(MemoryId, [u8; 32], Vec<f32>)],
+    ) -> Result<()> {
+        self.write(|c, p| {
+            let mut st = c
+                .prepare_cached(
+                    "INSERT OR REPLACE INTO embeddings (note_id, model, text_hash, dim, vec)
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                )
+                .map_err(|e| db_err(p, e))?;
+            for (id, hash, vector) in rows {
+                let bytes: Vec<u8> = vector.iter().flat_map(|f| f.to_le_bytes()).collect();
+                st.execute(params![
+                    id.to_string(),
+                    model,
+                    &hash[..],
+                    vector.len() as i64,
+                    bytes
+                ])
+                .map_err(|e| db_err(p, e))?;
+            }
+            Ok(())
+        })
     }
 }
 
