@@ -17,7 +17,11 @@ config :soul_mem,
   llm_retries: 3,
   llm_backoff_ms: 500,
   llm_max_backoff_ms: 8_000,
-  maintenance: [SoulMem.Maintenance.SummarizePending],
+  maintenance: [
+    SoulMem.Maintenance.SummarizePending,
+    SoulMem.Maintenance.Consolidate,
+    SoulMem.Maintenance.ForgetSweep
+  ],
   maintenance_interval_ms: 600_000,
   # How a character embeds its graph after loading: :auto (the model, else
   # the lexical :hash embedder), :model, :hash or :none.

@@ -11,3 +11,7 @@ config :soul_mem, embedder: :hash
 
 # Characters keep no store unless a test asks for one (with its own data_dir).
 config :soul_mem, persist: false
+
+# Only summary retries run at Idle unless a test chooses its maintenance
+# (consolidation and forgetting have their own tests with scripted LLMs).
+config :soul_mem, maintenance: [SoulMem.Maintenance.SummarizePending]

@@ -119,6 +119,17 @@ pub enum Error {
         /// The underlying error text.
         message: String,
     },
+    /// An input holds more items than a configured limit allows (e.g. notes in one
+    /// consolidation change set); nothing was applied.
+    #[error("{what}: {count} given, at most {limit} allowed")]
+    LimitExceeded {
+        /// What was counted.
+        what: String,
+        /// How many the input has.
+        count: usize,
+        /// The limit.
+        limit: usize,
+    },
 }
 
 fn at_node(index: Option<usize>) -> String {
@@ -145,6 +156,7 @@ impl Error {
             Error::Incompatible { .. } => "incompatible",
             Error::ReadOnly { .. } => "read_only",
             Error::DiskFull { .. } => "disk_full",
+            Error::LimitExceeded { .. } => "limit_exceeded",
         }
     }
 

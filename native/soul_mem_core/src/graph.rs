@@ -192,6 +192,78 @@ impl MemoryGraph {
         Some(note.links.remove(pos))
     }
 
+    /// Sets the intensity of the link `link` of note `from` (LTP/LTD). Errors, changing
+    /// nothing, on a non-finite or negative intensity; returns false when the link is absent.
+    /// Complexity: O(out-degree of the source).
+    pub fn set_link_intensity(
+        &mut self,
+        from: &MemoryId,
+        link: &LinkId,
+        intensity: f64,
+    ) -> Result<bool> {
+        validate_intensity(&self.readable_of(from), intensity)?;
+        let Some(l) = self
+            .notes
+            .get_mut(from)
+            .and_then(|n| n.links.iter_mut().find(|l| l.id == *link))
+        else {
+            return Ok(false);
+        };
+        l.intensity = intensity;
+        self.version += 1;
+        Ok(true)
+    }
+
+    /// What [`Self::upsert`] would store for `note`: `note` itself when its id is new; else
+    /// the existing note with `note`'s type, tags, core flag and outgoing links, keeping its
+    /// history (creation and access times, retrieval count). Every link must start at the
+    /// note and end at a note of the graph (or itself).
+    ///
+    /// Complexity: O(out-degree).
+    pub fn prepare_upsert(&self, note: MemoryNote) -> Result<MemoryNote> {
+        for (i, l) in note.links.iter().enumerate() {
+            if l.from != note.id {
+                return Err(Error::invalid_value(
+                    &note.readable_id,
+                    &format!("mem_links[{i}].from"),
+                    "must be the note itself",
+                ));
+            }
+            if l.to != note.id && !self.notes.contains_key(&l.to) {
+                return Err(Error::MissingLinkTarget {
+                    node: note.readable_id.clone(),
+                    target: l.to.to_string(),
+                });
+            }
+            validate_intensity(&note.readable_id, l.intensity)?;
+        }
+        Ok(match self.notes.get(&note.id) {
+            None => note,
+            Some(old) => MemoryNote {
+                retrieval_count: old.retrieval_count,
+                create_time: old.create_time,
+                last_accessed_time: old.last_accessed_time,
+                ..note
+            },
+        })
+    }
+
+    /// Inserts a note prepared by [`Self::prepare_upsert`], or replaces the one with its id
+    /// (links pointing at it stay). Returns true when it replaced.
+    ///
+    /// Complexity: O(out-degree).
+    pub fn upsert(&mut self, note: MemoryNote) -> Result<bool> {
+        let note = self.prepare_upsert(note)?;
+        match self.notes.get_mut(&note.id) {
+            None => self.insert(note).map(|()| false),
+            Some(slot) => {
+                *slot = note;
+                self.version += 1;
+                Ok(true)
+            }
+        }
+    }
+
     /// Removes a note, its outgoing links and every link pointing at it.
     /// Complexity: O(nodes + links) — removal is rare (archiving), lookups are not.
     pub fn remove(&mut self, id: &MemoryId) -> Option<MemoryNote> {

@@ -3,6 +3,7 @@
 //! with plain cargo.
 
 pub mod cache;
+pub mod consolidate;
 pub mod embed;
 pub mod engine;
 pub mod error;
@@ -13,5 +14,6 @@ pub mod model;
 pub mod retrieval;
 pub mod store;
 pub mod text;
+pub mod working;
 
 pub use error::{Error, Result};

@@ -8,6 +8,7 @@ mod forget;
 mod graph;
 mod retrieval;
 mod store;
+mod working;
 
 pub use error::NifError;
 

@@ -145,12 +145,12 @@ fn store_load<'a>(env: Env<'a>, handle: StoreHandle) -> Term<'a> {
         let records: Vec<Value> = store
             .records_since(DateTime::<Utc>::MIN_UTC)?
             .iter()
-            .map(|(id, at)| json!([readable(&graph, store, id), at.timestamp_millis()]))
+            .map(|(id, at)| json!([readable(graph, store, id), at.timestamp_millis()]))
             .collect();
         let feedback: Vec<Value> = store
             .feedback()?
             .iter()
-            .map(|(id, v, at)| json!([readable(&graph, store, id), v, at.timestamp_millis()]))
+            .map(|(id, v, at)| json!([readable(graph, store, id), v, at.timestamp_millis()]))
             .collect();
         let state = json!({
             "window": window,

@@ -1097,7 +1097,7 @@ defmodule SoulMem.Character do
           state.records
       end
 
-    notify(state, :consolidated, info)
+    notify(state, :consolidated, Map.delete(info, :report))
     %{state | window: window, records: records}
   end
 

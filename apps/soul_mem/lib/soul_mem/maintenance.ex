@@ -50,6 +50,14 @@ defmodule SoulMem.Maintenance do
 
   @all_tasks [:summarize_pending, :consolidate, :persist, :forget]
 
+  # Without app env (e.g. a plain `elixir` script) characters still retry
+  # summaries, consolidate and forget.
+  @default_implementations [
+    SoulMem.Maintenance.SummarizePending,
+    SoulMem.Maintenance.Consolidate,
+    SoulMem.Maintenance.ForgetSweep
+  ]
+
   @doc "Every task name, in the order an Idle character runs them."
   @spec all_tasks() :: [task()]
   def all_tasks, do: @all_tasks
@@ -57,7 +65,7 @@ defmodule SoulMem.Maintenance do
   @doc "The configured implementations (`config :soul_mem, :maintenance`)."
   @spec implementations() :: [module()]
   def implementations,
-    do: Application.get_env(:soul_mem, :maintenance, [SoulMem.Maintenance.SummarizePending])
+    do: Application.get_env(:soul_mem, :maintenance, @default_implementations)
 
   @doc """
   Runs `tasks` in order with the implementations that handle them. Returns

@@ -50,4 +50,70 @@ defmodule SoulMem.Native do
   # DirtyCpu (jieba)
   def text_queries(_text, _max_keywords), do: :erlang.nif_error(:nif_not_loaded)
   def text_tokens(_text), do: :erlang.nif_error(:nif_not_loaded)
+
+  # Store (DirtyIo unless noted): one SQLite file per character
+  def store_open(_data_dir, _character, _max_pages), do: :erlang.nif_error(:nif_not_loaded)
+  # normal: no I/O
+  def store_path(_data_dir, _character), do: :erlang.nif_error(:nif_not_loaded)
+  def store_close(_store), do: :erlang.nif_error(:nif_not_loaded)
+  # {:ok, {graph | nil, state_json}}
+  def store_load(_store), do: :erlang.nif_error(:nif_not_loaded)
+  def store_checkpoint(_store, _graph, _extra_json), do: :erlang.nif_error(:nif_not_loaded)
+
+  # [{role, text, at_ms, tagged}] -> {:ok, [seq]}
+  def store_append_messages(_store, _messages), do: :erlang.nif_error(:nif_not_loaded)
+
+  def store_window_update(_store, _summary, _pop_to), do: :erlang.nif_error(:nif_not_loaded)
+
+  def store_append_feedback(_store, _graph, _note_id, _value, _at_ms),
+    do: :erlang.nif_error(:nif_not_loaded)
+
+  def store_append_records(_store, _graph, _ids, _at_ms), do: :erlang.nif_error(:nif_not_loaded)
+  def store_export(_store), do: :erlang.nif_error(:nif_not_loaded)
+  def store_import(_store, _json), do: :erlang.nif_error(:nif_not_loaded)
+  def store_info(_store), do: :erlang.nif_error(:nif_not_loaded)
+  # DirtyIo: store may be nil (graph only)
+  def note_put(_graph, _store, _note_json), do: :erlang.nif_error(:nif_not_loaded)
+
+  # Forgetting (SoulMem.Forgetting). config_json: ForgetConfig JSON, "" = the engine's.
+  # DirtyCpu: JSON array of note views
+  def forget_view(_graph, _ids, _now_ms, _config_json), do: :erlang.nif_error(:nif_not_loaded)
+  # DirtyCpu: JSON of the stored revision
+  def forget_store_revision(_graph, _id, _answer, _now_ms, _config_json),
+    do: :erlang.nif_error(:nif_not_loaded)
+
+  # DirtyCpu: JSON sweep report
+  def forget_sweep(_graph, _now_ms, _config_json), do: :erlang.nif_error(:nif_not_loaded)
+  def forget_set_config(_graph, _config_json), do: :erlang.nif_error(:nif_not_loaded)
+  def forget_state(_graph, _id), do: :erlang.nif_error(:nif_not_loaded)
+  # DirtyCpu
+  def forget_states(_graph), do: :erlang.nif_error(:nif_not_loaded)
+  # DirtyCpu (jieba): {:ok, {masked_text, masked, total}}
+  def forget_mask_text(_text, _missing_degree), do: :erlang.nif_error(:nif_not_loaded)
+
+  # Consolidation (SoulMem.Consolidation). DirtyCpu, JSON in / JSON out.
+  def engine_consolidate(_graph, _changes_json, _config_json),
+    do: :erlang.nif_error(:nif_not_loaded)
+
+  def engine_consolidate_candidates(_graph, _records_json, _config_json),
+    do: :erlang.nif_error(:nif_not_loaded)
+
+  def graph_duplicate_semantics(_graph), do: :erlang.nif_error(:nif_not_loaded)
+
+  # Working memory (activation mode). DirtyCpu unless noted; JSON in / JSON out.
+  # {:ok, {working, index_report_json}}; sends {:soul_mem_embed_progress, done, total}
+  def working_open(_store, _graph, _cfg_json, _progress_pid),
+    do: :erlang.nif_error(:nif_not_loaded)
+
+  # {:ok, report_json}
+  def working_activate(_working, _request_json), do: :erlang.nif_error(:nif_not_loaded)
+
+  # {:ok, {result_json, report_json}}
+  def working_recall(_working, _queries, _config, _short),
+    do: :erlang.nif_error(:nif_not_loaded)
+
+  # DirtyIo: {:ok, report_json}
+  def working_checkpoint(_working, _extra_json), do: :erlang.nif_error(:nif_not_loaded)
+  # normal: {:ok, info_json}
+  def working_info(_working), do: :erlang.nif_error(:nif_not_loaded)
 end

@@ -157,8 +157,11 @@ defmodule SoulMem.RecallTest do
     assert {:ok, ""} = Admin.summary(id)
     assert {:ok, %{"id" => "sem_self"}} = Admin.get_note(id, "sem_self")
     assert {:error, %SoulMem.Error{reason: :not_found}} = Admin.get_note(id, "nope")
-    assert {:error, :not_supported} = Admin.put_note(id, "sem_self", %{})
+    assert {:error, %SoulMem.Error{}} = Admin.put_note(id, %{"id" => "sem_self"})
+    assert {:ok, %{"id" => "sem_self"}} = Admin.get_note(id, "sem_self")
+    # The test config runs only SummarizePending; a store-less character cannot persist.
     assert {:error, :unsupported} = Admin.force(id, :consolidate)
+    assert {:error, :unsupported} = Admin.persist(id)
 
     :ok = Character.subscribe(id)
     assert :ok = Admin.force(id, :summarize_pending)
