@@ -307,4 +307,49 @@ defmodule SoulMem.PersistenceTest do
     assert {:error, %SoulMem.Error{reason: :not_found}} = SoulMem.get_note(id, "sem_lonely")
     assert {:ok, _} = SoulMem.get_note(id, "sem_b")
   end
+
+  test "an Idle consolidation is durable: new notes and the cleared summary survive a kill",
+       context do
+    id = id()
+
+    answer =
+      SoulMem.JSON.encode!(%{
+        "notes" => [
+          %{
+            "key" => "lin",
+            "kind" => "semantic",
+            "content" => "林雨桐",
+            "aliases" => ["雨桐"],
+            "concept_type" => "entity",
+            "description" => "天文社的学姐"
+          }
+        ],
+        "links" => []
+      })
+
+    # Request 1: the summary of the first slid-out message; request 2: the extraction.
+    FakeLLM.script(context.server, [{:reply, "我认识了天文社的学姐林雨桐。"}, {:reply, answer}])
+
+    pid =
+      start(context, id,
+        maintenance: [SoulMem.Maintenance.SummarizePending, SoulMem.Maintenance.Consolidate]
+      )
+
+    :ok = Character.subscribe(pid)
+    for i <- 1..5, do: :ok = Character.push(id, user("天文社第#{i}次活动"))
+    assert_receive {:soul_mem, ^id, :summary_updated, "我认识了天文社的学姐林雨桐。"}, 5_000
+
+    send(pid, :idle_timeout)
+    assert_receive {:soul_mem, ^id, :consolidated, %{created: created}}, 10_000
+    assert created != []
+    assert {:ok, ""} = Character.summary(id)
+
+    kill(pid)
+    start(context, id)
+    assert {:ok, ""} = Character.summary(id)
+
+    for note_id <- created do
+      assert {:ok, %{"id" => ^note_id}} = SoulMem.get_note(id, note_id)
+    end
+  end
 end
