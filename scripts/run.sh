@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Sets SoulMem up (installs what is missing, builds) and starts the demo character 小红 in a
-# terminal chat: type a line, see what she recalls (and her reply when an LLM is configured).
+# Sets SoulMem up (installs what is missing, builds), serves the chat endpoint with the demo
+# character 小红 (`demo`, http://127.0.0.1:4000, token $SOUL_MEM_DEMO_TOKEN or dev-token) and
+# opens a terminal chat with her: type a line, see what she recalls (and her reply when an LLM
+# is configured).
 #   bash scripts/run.sh [mix soul.chat options, e.g. --say "你还记得麻辣烫吗"]
 set -euo pipefail
 
@@ -12,8 +14,9 @@ if ! command -v cargo >/dev/null 2>&1 && [[ -x "$HOME/.cargo/bin/cargo" ]]; then
   export PATH="$HOME/.cargo/bin:$PATH"
 fi
 
-printf '\n==== run: mix soul.chat (demo character) ====\n'
+printf '\n==== run: mix soul.server --chat (demo character, endpoint on 127.0.0.1:${PORT:-4000}) ====\n'
 mix soul.demo </dev/null
-# stdin stays attached: this is the interactive chat (setup already built everything, so mix
-# has nothing to ask).
-exec mix soul.chat "$@"
+# One VM serves the chat endpoint (page, WebSocket, HTTP API) and the terminal chat, so both
+# talk to the same character. stdin stays attached for the chat; when it ends (or there is no
+# terminal) the endpoint keeps serving until Ctrl-C. With --say the turns run and it exits.
+exec mix soul.server --chat "$@"

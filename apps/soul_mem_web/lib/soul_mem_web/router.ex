@@ -1,0 +1,336 @@
+defmodule SoulMemWeb.Router do
+  @moduledoc """
+  The yaws appmod mounted at `/`: every HTTP request of the endpoint comes
+  through `out/1`.
+
+    * `GET /` and `/assets/*` — the chat page (`priv/static`, phoenix.js
+      from the npm install);
+    * `GET /health` — `SoulMemWeb.Health.check/0` as JSON;
+    * `GET /socket/websocket?token=…&vsn=2.0.0` — the Phoenix channel socket
+      (`SoulMemWeb.Socket`); a missing or unknown token is refused (403)
+      before the upgrade;
+    * `/api/characters/:id/…` — the JSON API (`SoulMemWeb.Operations`),
+      with `Authorization: Bearer <token>` for that character:
+      `POST messages | recall | feedback | control`, `POST import` (body: an
+      export; `?replace=true` stops the character and replaces its store),
+      `GET | PUT notes/:note_id`, `GET export`.
+
+  Errors are `{"error": {"code", "message"}}` with a 4xx/5xx status; a crash
+  is logged and answered with a generic 500 (`crashmsg/3` replaces yaws'
+  stack-trace page too).
+  """
+
+  require Logger
+  require SoulMemWeb.Yaws
+
+  alias SoulMemWeb.{Error, Operations, Tokens, Yaws}
+
+  @json ~c"application/json; charset=utf-8"
+
+  @static %{
+    "index.html" => ~c"text/html; charset=utf-8",
+    "app.js" => ~c"text/javascript; charset=utf-8",
+    "app.css" => ~c"text/css; charset=utf-8",
+    "phoenix.js" => ~c"text/javascript; charset=utf-8"
+  }
+
+  # The npm install of the page's client (scripts/setup.sh); a copy under
+  # priv/static/vendor/ wins (releases).
+  @node_phoenix Path.expand("../../node_modules/phoenix/priv/static/phoenix.js", __DIR__)
+
+  @api_posts %{
+    "messages" => "message",
+    "recall" => "recall",
+    "feedback" => "feedback",
+    "control" => "control",
+    "import" => "import"
+  }
+
+  @doc "yaws appmod callback: answers one HTTP request."
+  @spec out(tuple()) :: list() | tuple()
+  def out(arg) do
+    route(method(arg), segments(arg), arg)
+  catch
+    kind, reason ->
+      Logger.error(
+        "soul_mem_web: request failed: " <> Exception.format(kind, reason, __STACKTRACE__)
+      )
+
+      json_error(Error.new(:internal))
+  end
+
+  @doc "yaws errormod_crash callback: a generic JSON 500, never a stack trace."
+  @spec crashmsg(tuple(), tuple(), term()) :: {:content, charlist(), binary()}
+  def crashmsg(_arg, _sconf, message) do
+    Logger.error("soul_mem_web: yaws reported a crash: #{inspect(message, limit: 50)}")
+    {:content, @json, SoulMem.JSON.encode!(Error.body(Error.new(:internal)))}
+  end
+
+  @doc "yaws errormod_404 callback: a JSON 404."
+  @spec out404(tuple(), tuple(), tuple()) :: list()
+  def out404(_arg, _gconf, _sconf), do: json_error(Error.new(:not_found))
+
+  ## Routes
+
+  defp route(:GET, [], _arg), do: static("index.html")
+  defp route(:GET, ["assets", file], _arg) when is_map_key(@static, file), do: static(file)
+
+  defp route(:GET, ["health"], _arg),
+    do: json(200, Operations.json_safe(SoulMemWeb.Health.check()))
+
+  defp route(:GET, ["socket", "websocket"], arg), do: websocket(arg)
+
+  defp route(method, ["api", "characters", id | rest], arg) do
+    with {:ok, id} <- character_id(id),
+         :ok <- authorize(arg, id),
+         {:ok, op, payload} <- api(method, rest, arg) do
+      case Operations.run(id, op, payload) do
+        {:ok, body} -> json(200, body)
+        {:error, error} -> json_error(error)
+      end
+    else
+      {:error, %Error{} = error} -> json_error(error)
+    end
+  end
+
+  defp route(_method, path, _arg) when path in [[], ["health"], ["socket", "websocket"]],
+    do: json_error(Error.new(:method_not_allowed))
+
+  defp route(_method, _path, _arg), do: json_error(Error.new(:not_found))
+
+  defp api(:POST, [action], arg) when is_map_key(@api_posts, action) do
+    op = Map.fetch!(@api_posts, action)
+    limit = if op == "import", do: limit(:max_import_bytes), else: limit(:max_body_bytes)
+
+    with {:ok, payload} <- body(arg, limit) do
+      if op == "import",
+        do: {:ok, op, %{"document" => payload, "replace" => query(arg)["replace"] == "true"}},
+        else: {:ok, op, payload}
+    end
+  end
+
+  defp api(:GET, ["notes", note_id], _arg), do: {:ok, "note:get", %{"id" => note_id}}
+
+  defp api(:PUT, ["notes", note_id], arg) do
+    case body(arg, limit(:max_body_bytes)) do
+      {:ok, %{"id" => other}} when other != note_id ->
+        {:error, Error.new(:invalid_payload, "the note's id does not match the URL")}
+
+      {:ok, %{} = note} ->
+        {:ok, "note:put", %{"note" => Map.put(note, "id", note_id)}}
+
+      {:ok, _} ->
+        {:error, Error.new(:invalid_payload, "the body must be a note object")}
+
+      error ->
+        error
+    end
+  end
+
+  defp api(:GET, ["export"], _arg), do: {:ok, "export", %{}}
+
+  defp api(_method, [action], _arg) when is_map_key(@api_posts, action) or action == "export",
+    do: {:error, Error.new(:method_not_allowed)}
+
+  defp api(_method, ["notes", _], _arg), do: {:error, Error.new(:method_not_allowed)}
+  defp api(_method, _rest, _arg), do: {:error, Error.new(:not_found)}
+
+  ## WebSocket
+
+  defp websocket(arg) do
+    token = arg |> query() |> Map.get("token")
+
+    cond do
+      not upgrade?(arg) ->
+        json_error(Error.new(:invalid_payload, "expected a WebSocket upgrade"))
+
+      not Tokens.known?(token) ->
+        json_error(Error.new(:unauthorized, "the socket needs a valid token param"), 403)
+
+      true ->
+        max = limit(:max_frame_bytes)
+
+        {:websocket, SoulMemWeb.Socket,
+         [
+           {:callback, {:basic, %{token: token}}},
+           {:max_frame_size, max},
+           {:max_message_size, max},
+           # A client that stops answering pings is dropped (Phoenix clients
+           # also send heartbeats every 30 s).
+           {:keepalive, true},
+           {:keepalive_timeout, 60_000},
+           {:keepalive_grace_period, 10_000},
+           {:drop_on_timeout, true}
+         ]}
+    end
+  end
+
+  defp upgrade?(arg) do
+    case header(arg, "upgrade") do
+      nil -> false
+      value -> value |> String.downcase() |> String.contains?("websocket")
+    end
+  end
+
+  ## Requests
+
+  defp method(arg) do
+    Yaws.arg(arg, :req) |> Yaws.http_request(:method)
+  end
+
+  defp segments(arg) do
+    raw =
+      case Yaws.arg(arg, :req) |> Yaws.http_request(:path) do
+        {:abs_path, path} -> :erlang.iolist_to_binary(path)
+        _ -> ""
+      end
+
+    raw
+    |> String.split("?", parts: 2)
+    |> hd()
+    |> String.split("/", trim: true)
+    |> Enum.map(&URI.decode/1)
+  end
+
+  defp query(arg) do
+    case Yaws.arg(arg, :querydata) do
+      q when is_list(q) or is_binary(q) -> q |> :erlang.iolist_to_binary() |> URI.decode_query()
+      _ -> %{}
+    end
+  rescue
+    ArgumentError -> %{}
+  end
+
+  defp header(arg, name) do
+    headers = Yaws.arg(arg, :headers)
+
+    Enum.find_value(Yaws.headers(headers, :other), fn
+      {:http_header, _, key, _, value} ->
+        if String.downcase(to_string(key)) == name, do: :erlang.iolist_to_binary(value)
+
+      _ ->
+        nil
+    end)
+  end
+
+  defp character_id(id) do
+    if id != "" and byte_size(id) <= 128 and String.valid?(id),
+      do: {:ok, id},
+      else: {:error, Error.new(:invalid_character)}
+  end
+
+  defp authorize(arg, character) do
+    token =
+      case Yaws.headers(Yaws.arg(arg, :headers), :authorization) do
+        {_, _, orig} -> bearer(:erlang.iolist_to_binary(orig))
+        _ -> nil
+      end
+
+    cond do
+      token == nil -> {:error, Error.new(:unauthorized, "send Authorization: Bearer <token>")}
+      Tokens.verify(character, token) -> :ok
+      Tokens.known?(token) -> {:error, Error.new(:forbidden)}
+      true -> {:error, Error.new(:unauthorized, "invalid token")}
+    end
+  end
+
+  defp bearer(value) do
+    case String.split(String.trim(value), " ", parts: 2) do
+      [scheme, token] -> if String.downcase(scheme) == "bearer", do: String.trim(token)
+      _ -> nil
+    end
+  end
+
+  defp body(arg, limit) do
+    length = content_length(arg)
+    data = Yaws.arg(arg, :clidata)
+
+    cond do
+      (is_integer(length) and length > limit) or Yaws.arg(arg, :cont) != :undefined ->
+        {:error, Error.new(:too_large, "the body exceeds #{limit} bytes")}
+
+      not is_binary(data) or data == "" ->
+        {:error, Error.new(:invalid_json, "a JSON body is required")}
+
+      byte_size(data) > limit ->
+        {:error, Error.new(:too_large, "the body exceeds #{limit} bytes")}
+
+      true ->
+        case SoulMem.JSON.decode(data) do
+          {:ok, payload} -> {:ok, payload}
+          {:error, _} -> {:error, Error.new(:invalid_json)}
+        end
+    end
+  end
+
+  defp content_length(arg) do
+    case Yaws.headers(Yaws.arg(arg, :headers), :content_length) do
+      value when is_list(value) or is_binary(value) ->
+        case Integer.parse(:erlang.iolist_to_binary(value)) do
+          {n, ""} -> n
+          _ -> nil
+        end
+
+      _ ->
+        nil
+    end
+  end
+
+  @doc false
+  @spec limit(atom()) :: pos_integer()
+  def limit(key) do
+    defaults = [
+      max_body_bytes: 1_048_576,
+      max_import_bytes: 16_777_216,
+      max_frame_bytes: 1_048_576
+    ]
+
+    Application.get_env(:soul_mem_web, key, Keyword.fetch!(defaults, key))
+  end
+
+  ## Responses
+
+  defp static(file) do
+    path =
+      if file == "phoenix.js" do
+        vendored = Path.join(static_dir(), "vendor/phoenix.js")
+        if File.regular?(vendored), do: vendored, else: @node_phoenix
+      else
+        Path.join(static_dir(), file)
+      end
+
+    case File.read(path) do
+      {:ok, content} ->
+        [
+          {:status, 200},
+          {:header, {~c"X-Content-Type-Options", "nosniff"}},
+          {:header, {:cache_control, "no-cache"}},
+          {:content, Map.fetch!(@static, file), content}
+        ]
+
+      {:error, _} ->
+        json_error(Error.new(:not_found, "#{file} is missing (run scripts/setup.sh)"))
+    end
+  end
+
+  defp static_dir, do: Path.join(:code.priv_dir(:soul_mem_web), "static")
+
+  defp json(status, body) do
+    [
+      {:status, status},
+      {:header, {:cache_control, "no-store"}},
+      {:header, {~c"X-Content-Type-Options", "nosniff"}},
+      {:content, @json, SoulMem.JSON.encode!(body)}
+    ]
+  end
+
+  defp json_error(%Error{} = error, status \\ nil) do
+    response = json(status || error.status, Error.body(error))
+
+    # An oversized body may not have been read to its end: the connection
+    # cannot be reused.
+    if error.code == "too_large",
+      do: [{:header, {:connection, "close"}} | response],
+      else: response
+  end
+end

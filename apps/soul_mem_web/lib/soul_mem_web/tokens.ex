@@ -1,0 +1,308 @@
+defmodule SoulMemWeb.Tokens do
+  @moduledoc """
+  Per-character access tokens of the chat endpoint.
+
+  An operator creates a token for a character with `create/1` (in a remote
+  shell, or offline with `mix soul.token CHARACTER`); the plain token is
+  returned once and only its SHA-256 is kept, in
+  `<data_dir>/web_tokens.json` (written atomically: temporary file, then
+  rename). A token opens exactly one character: `verify/2` checks the token
+  against that character's hashes, in constant time.
+
+  Tokens given in configuration (the demo character's
+  `config :soul_mem, :demo_token`) are registered with `put_configured/2`:
+  held in memory only, so changing the environment variable retires the old
+  one.
+
+  Lookups read a protected ETS table (no process in the way of 200 sockets
+  joining at once); writes go through this process, which also reloads the
+  file when another VM (`mix soul.token`) changed it.
+  """
+
+  use GenServer
+
+  @table __MODULE__
+  @file_name "web_tokens.json"
+  @token_bytes 32
+  @max_token_bytes 512
+
+  @typedoc "A character id."
+  @type character :: String.t()
+
+  ## Client API
+
+  @doc """
+  Starts the token store. Options: `:data_dir` (default: app env
+  `:soul_mem, :data_dir`), `:configured` (`%{character_id => token}` held in
+  memory only, see `put_configured/2`).
+  """
+  @spec start_link(keyword()) :: GenServer.on_start()
+  def start_link(opts \\ []) do
+    opts = Keyword.validate!(opts, [:data_dir, configured: %{}])
+    GenServer.start_link(__MODULE__, opts, name: __MODULE__)
+  end
+
+  @doc """
+  Creates a new token for `character_id` and returns it in plain text: the
+  only time it is seen (only its hash is stored). Earlier tokens of the
+  character stay valid until `revoke/1`.
+  """
+  @spec create(character()) :: {:ok, String.t()} | {:error, :invalid_character | term()}
+  def create(character_id) do
+    if valid_character?(character_id) do
+      token = @token_bytes |> :crypto.strong_rand_bytes() |> Base.url_encode64(padding: false)
+      with :ok <- GenServer.call(__MODULE__, {:add, character_id, hash(token)}), do: {:ok, token}
+    else
+      {:error, :invalid_character}
+    end
+  end
+
+  @doc "Revokes every stored token of `character_id` (configured tokens stay)."
+  @spec revoke(character()) :: :ok | {:error, term()}
+  def revoke(character_id) when is_binary(character_id),
+    do: GenServer.call(__MODULE__, {:revoke, character_id})
+
+  @doc """
+  Registers a token from configuration for `character_id`, in memory only.
+  Replaces the character's earlier configured token.
+  """
+  @spec put_configured(character(), String.t()) ::
+          :ok | {:error, :invalid_character | :invalid_token}
+  def put_configured(character_id, token) do
+    cond do
+      not valid_character?(character_id) ->
+        {:error, :invalid_character}
+
+      not (is_binary(token) and token != "" and byte_size(token) <= @max_token_bytes) ->
+        {:error, :invalid_token}
+
+      true ->
+        GenServer.call(__MODULE__, {:configured, character_id, hash(token)})
+    end
+  end
+
+  @doc """
+  Whether `token` opens `character_id`. Never raises: anything that is not
+  a binary token fails.
+  """
+  @spec verify(character(), term()) :: boolean()
+  def verify(character_id, token)
+      when is_binary(character_id) and is_binary(token) and token != "" and
+             byte_size(token) <= @max_token_bytes do
+    digest = hash(token)
+
+    matches?(character_id, digest) or
+      (GenServer.call(__MODULE__, :reload_if_changed) == :reloaded and
+         matches?(character_id, digest))
+  end
+
+  def verify(_character_id, _token), do: false
+
+  @doc """
+  Whether `token` opens any character (the socket's connect check; each
+  join is then checked with `verify/2`).
+  """
+  @spec known?(term()) :: boolean()
+  def known?(token)
+      when is_binary(token) and token != "" and byte_size(token) <= @max_token_bytes do
+    digest = hash(token)
+
+    found? = fn ->
+      :ets.foldl(fn {_, hashes}, acc -> acc or has?(hashes, digest) end, false, @table)
+    end
+
+    found?.() or (GenServer.call(__MODULE__, :reload_if_changed) == :reloaded and found?.())
+  end
+
+  def known?(_token), do: false
+
+  @doc "The characters that have at least one token, sorted."
+  @spec characters() :: [character()]
+  def characters do
+    @table
+    |> :ets.tab2list()
+    |> Enum.filter(fn {_, h} -> h != [] end)
+    |> Enum.map(&elem(&1, 0))
+    |> Enum.sort()
+  end
+
+  @doc "The file the stored tokens live in, for `data_dir`."
+  @spec path(Path.t()) :: Path.t()
+  def path(data_dir), do: Path.join(data_dir, @file_name)
+
+  @doc """
+  Adds a token for `character_id` straight to the file under `data_dir`
+  (`mix soul.token`, with no endpoint running); returns the plain token.
+  """
+  @spec create_offline(Path.t(), character()) :: {:ok, String.t()} | {:error, term()}
+  def create_offline(data_dir, character_id) do
+    if valid_character?(character_id) do
+      token = @token_bytes |> :crypto.strong_rand_bytes() |> Base.url_encode64(padding: false)
+
+      with {:ok, stored} <- read_file(path(data_dir)),
+           stored = Map.update(stored, character_id, [hash(token)], &[hash(token) | &1]),
+           :ok <- write_file(path(data_dir), stored),
+           do: {:ok, token}
+    else
+      {:error, :invalid_character}
+    end
+  end
+
+  ## Server
+
+  @impl true
+  def init(opts) do
+    data_dir = opts[:data_dir] || Application.get_env(:soul_mem, :data_dir) || "data"
+    file = path(data_dir)
+
+    :ets.new(@table, [:named_table, :protected, read_concurrency: true])
+
+    case read_file(file) do
+      {:ok, stored} ->
+        configured = Map.new(opts[:configured], fn {id, token} -> {id, hash(token)} end)
+        state = %{file: file, stored: stored, configured: configured, mtime: mtime(file)}
+        publish(state)
+        {:ok, state}
+
+      {:error, reason} ->
+        {:stop, {:bad_token_file, file, reason}}
+    end
+  end
+
+  @impl true
+  def handle_call({:add, id, digest}, _from, state) do
+    stored = Map.update(state.stored, id, [digest], &[digest | &1])
+    save(state, stored)
+  end
+
+  def handle_call({:revoke, id}, _from, state), do: save(state, Map.delete(state.stored, id))
+
+  def handle_call({:configured, id, digest}, _from, state) do
+    state = %{state | configured: Map.put(state.configured, id, digest)}
+    publish(state)
+    {:reply, :ok, state}
+  end
+
+  def handle_call(:reload_if_changed, _from, state) do
+    mtime = mtime(state.file)
+
+    with true <- mtime != state.mtime,
+         {:ok, stored} <- read_file(state.file) do
+      state = %{state | stored: stored, mtime: mtime}
+      publish(state)
+      {:reply, :reloaded, state}
+    else
+      _ -> {:reply, :unchanged, state}
+    end
+  end
+
+  defp save(state, stored) do
+    case write_file(state.file, stored) do
+      :ok ->
+        state = %{state | stored: stored, mtime: mtime(state.file)}
+        publish(state)
+        {:reply, :ok, state}
+
+      {:error, _} = error ->
+        {:reply, error, state}
+    end
+  end
+
+  defp publish(state) do
+    rows =
+      Map.merge(state.stored, Map.new(state.configured, fn {id, d} -> {id, [d]} end), fn _id,
+                                                                                         s,
+                                                                                         c ->
+        c ++ s
+      end)
+
+    :ets.delete_all_objects(@table)
+    :ets.insert(@table, Enum.to_list(rows))
+  end
+
+  ## Helpers
+
+  defp matches?(character_id, digest) do
+    case :ets.lookup(@table, character_id) do
+      [{_, hashes}] -> has?(hashes, digest)
+      [] -> false
+    end
+  end
+
+  # Every stored hash is compared in full (constant time per hash), so the
+  # answer's timing says nothing about how much of a hash matched.
+  defp has?(hashes, digest),
+    do: Enum.reduce(hashes, false, fn h, acc -> :crypto.hash_equals(h, digest) or acc end)
+
+  defp hash(token), do: :crypto.hash(:sha256, token)
+
+  defp valid_character?(id),
+    do: is_binary(id) and id != "" and byte_size(id) <= 128 and String.valid?(id)
+
+  defp mtime(file) do
+    case File.stat(file, time: :posix) do
+      {:ok, %{mtime: mtime, size: size}} -> {mtime, size}
+      {:error, _} -> nil
+    end
+  end
+
+  # The file: {"version": 1, "tokens": {"<character>": ["<sha256 hex>", ...]}}.
+  defp read_file(file) do
+    case File.read(file) do
+      {:ok, json} ->
+        with {:ok, %{"version" => 1, "tokens" => tokens}} when is_map(tokens) <-
+               SoulMem.JSON.decode(json),
+             {:ok, stored} <- decode_hashes(tokens) do
+          {:ok, stored}
+        else
+          _ -> {:error, :malformed}
+        end
+
+      {:error, :enoent} ->
+        {:ok, %{}}
+
+      {:error, reason} ->
+        {:error, reason}
+    end
+  end
+
+  defp decode_hashes(tokens) do
+    Enum.reduce_while(tokens, {:ok, %{}}, fn {id, hexes}, {:ok, acc} ->
+      decoded = if is_list(hexes), do: Enum.map(hexes, &decode_hex/1), else: [:error]
+
+      if Enum.all?(decoded, &is_binary/1),
+        do: {:cont, {:ok, Map.put(acc, id, decoded)}},
+        else: {:halt, :error}
+    end)
+  end
+
+  defp decode_hex(hex) when is_binary(hex) do
+    case Base.decode16(hex, case: :lower) do
+      {:ok, <<_::256>> = digest} -> digest
+      _ -> :error
+    end
+  end
+
+  defp decode_hex(_), do: :error
+
+  defp write_file(file, stored) do
+    tokens =
+      Map.new(stored, fn {id, hashes} ->
+        {id, Enum.map(hashes, &Base.encode16(&1, case: :lower))}
+      end)
+
+    json = SoulMem.JSON.encode!(%{"version" => 1, "tokens" => tokens})
+    tmp = file <> ".tmp#{System.unique_integer([:positive])}"
+
+    with :ok <- File.mkdir_p(Path.dirname(file)),
+         :ok <- File.write(tmp, json, [:sync]),
+         :ok <- File.chmod(tmp, 0o600),
+         :ok <- File.rename(tmp, file) do
+      :ok
+    else
+      {:error, _} = error ->
+        File.rm(tmp)
+        error
+    end
+  end
+end

@@ -1,0 +1,206 @@
+defmodule SoulMemWeb.EndpointTest do
+  # One yaws per VM: the endpoint tests run one module at a time.
+  use ExUnit.Case, async: false
+
+  setup_all do
+    start_supervised!({SoulMemWeb.Endpoint, port: 0})
+    :inets.start()
+    %{base: "http://127.0.0.1:#{SoulMemWeb.Endpoint.port()}"}
+  end
+
+  defp get(url, headers \\ []) do
+    {:ok, {{_, status, _}, resp_headers, body}} =
+      :httpc.request(:get, {to_charlist(url), headers}, [timeout: 5_000], body_format: :binary)
+
+    {status, Map.new(resp_headers, fn {k, v} -> {to_string(k), to_string(v)} end), body}
+  end
+
+  defp post(url, body, headers), do: send_body(:post, url, body, headers)
+
+  defp send_body(method, url, body, headers) do
+    {:ok, {{_, status, _}, _headers, resp}} =
+      :httpc.request(
+        method,
+        {to_charlist(url), headers, ~c"application/json", body},
+        [timeout: 5_000],
+        body_format: :binary
+      )
+
+    {status, SoulMem.JSON.decode!(resp)}
+  end
+
+  test "binds loopback on an ephemeral port by default" do
+    port = SoulMemWeb.Endpoint.port()
+    assert port > 0 and port != 4000
+    assert SoulMemWeb.Endpoint.url() == "http://127.0.0.1:#{port}"
+  end
+
+  test "serves the page, its script and phoenix.js", %{base: base} do
+    assert {200, headers, html} = get(base <> "/")
+    assert headers["content-type"] =~ "text/html"
+    assert html =~ ~s(<script src="/assets/phoenix.js">)
+    assert {200, _, js} = get(base <> "/assets/app.js")
+    assert js =~ "Phoenix.Socket"
+    assert {200, _, _} = get(base <> "/assets/app.css")
+  end
+
+  @tag :node
+  test "phoenix.js comes from the npm install", %{base: base} do
+    assert {200, headers, js} = get(base <> "/assets/phoenix.js")
+    assert headers["content-type"] =~ "javascript"
+    assert js =~ "var Phoenix"
+  end
+
+  test "health", %{base: base} do
+    assert {200, _, body} = get(base <> "/health")
+    port = SoulMemWeb.Endpoint.port()
+    assert %{"status" => "ok", "port" => ^port} = SoulMem.JSON.decode!(body)
+  end
+
+  test "the JSON API: message then recall on the demo character", %{base: base} do
+    auth = [
+      {~c"authorization",
+       ~c"Bearer " ++ to_charlist(Application.fetch_env!(:soul_mem, :demo_token))}
+    ]
+
+    text = "你还记得和小白吃麻辣烫那次吗"
+
+    assert {200, %{"ok" => true}} =
+             post(
+               base <> "/api/characters/demo/messages",
+               SoulMem.JSON.encode!(%{role: "user", text: text}),
+               auth
+             )
+
+    assert {200, recall} =
+             post(
+               base <> "/api/characters/demo/recall",
+               SoulMem.JSON.encode!(%{text: text}),
+               auth
+             )
+
+    assert %{
+             "memories" => [_ | _] = memories,
+             "actions" => _,
+             "window" => window,
+             "context" => context
+           } = recall
+
+    assert Enum.all?(
+             memories,
+             &(&1["stage"] in ["Similarity", "Ppr", "Both"] and is_number(&1["score"]))
+           )
+
+    assert List.last(window)["text"] == text
+    assert context =~ "麻辣烫"
+  end
+
+  test "errors are JSON with a status, never a stack trace", %{base: base} do
+    assert {404, _, body} = get(base <> "/no/such/page")
+    assert %{"error" => %{"code" => "not_found"}} = SoulMem.JSON.decode!(body)
+
+    assert {401, %{"error" => %{"code" => "unauthorized"}}} =
+             post(base <> "/api/characters/demo/messages", "{}", [])
+
+    assert {400, _, body} = get(base <> "/socket/websocket?token=dev-token")
+    refute body =~ "yaws"
+  end
+
+  test "the socket refuses an unknown token before the upgrade", %{base: base} do
+    headers = [
+      {~c"connection", ~c"Upgrade"},
+      {~c"upgrade", ~c"websocket"},
+      {~c"sec-websocket-version", ~c"13"},
+      {~c"sec-websocket-key", ~c"dGhlIHNhbXBsZSBub25jZQ=="}
+    ]
+
+    assert {403, _, body} = get(base <> "/socket/websocket?vsn=2.0.0&token=nope", headers)
+    assert %{"error" => %{"code" => "unauthorized"}} = SoulMem.JSON.decode!(body)
+  end
+
+  describe "notes, export and import" do
+    setup do
+      id = "web-#{System.unique_integer([:positive])}"
+      {:ok, token} = SoulMemWeb.Tokens.create(id)
+      # Persisted (export needs a store), in the test data dir; removed after.
+      SoulMemWeb.TestEnv.put(:soul_mem_web, :characters, %{id => [persist: true]})
+
+      on_exit(fn ->
+        SoulMemWeb.Tokens.revoke(id)
+        SoulMem.Characters.stop(id)
+        data_dir = Application.fetch_env!(:soul_mem, :data_dir)
+        for file <- Path.wildcard(SoulMem.Store.path(data_dir, id) <> "*"), do: File.rm(file)
+      end)
+
+      %{id: id, auth: [{~c"authorization", ~c"Bearer " ++ to_charlist(token)}]}
+    end
+
+    @note %{
+      "tags" => ["美食"],
+      "mem_type" => %{
+        "Semantic" => %{
+          "content" => "奶茶",
+          "aliases" => [],
+          "concept_type" => "Entity",
+          "description" => "三分糖，加珍珠。"
+        }
+      },
+      "mem_links" => []
+    }
+
+    defp put(url, body, headers), do: send_body(:put, url, body, headers)
+
+    defp get_json(url, headers) do
+      {status, _, body} = get(url, headers)
+      {status, SoulMem.JSON.decode!(body)}
+    end
+
+    test "PUT then GET a note", %{base: base, id: id, auth: auth} do
+      url = "#{base}/api/characters/#{id}/notes/sem_milktea"
+
+      if function_exported?(SoulMem, :put_note, 2) do
+        assert {200, %{"ok" => true}} = put(url, SoulMem.JSON.encode!(@note), auth)
+        assert {200, %{"note" => %{"id" => "sem_milktea"}}} = get_json(url, auth)
+      else
+        assert {501, %{"error" => %{"code" => "unsupported"}}} =
+                 put(url, SoulMem.JSON.encode!(@note), auth)
+      end
+
+      # A body naming another id, or not a note, changes nothing.
+      assert {400, %{"error" => %{"code" => "invalid_payload"}}} =
+               put(url, SoulMem.JSON.encode!(Map.put(@note, "id", "sem_other")), auth)
+
+      assert {404, _} = get_json("#{base}/api/characters/#{id}/notes/sem_other", auth)
+    end
+
+    test "export, then import back with replace", %{base: base, id: id, auth: auth} do
+      assert {200, %{"ok" => true}} =
+               post(
+                 "#{base}/api/characters/#{id}/messages",
+                 ~s({"role":"user","text":"记住我"}),
+                 auth
+               )
+
+      if function_exported?(SoulMem, :export, 1) and function_exported?(SoulMem, :import, 3) do
+        assert {200, exported} = get_json("#{base}/api/characters/#{id}/export", auth)
+        body = SoulMem.JSON.encode!(exported)
+
+        assert {409, %{"error" => %{"code" => "running"}}} =
+                 post("#{base}/api/characters/#{id}/import", body, auth)
+
+        assert {200, %{"ok" => true}} =
+                 post("#{base}/api/characters/#{id}/import?replace=true", body, auth)
+
+        assert {200, %{"window" => window}} =
+                 post("#{base}/api/characters/#{id}/recall", "{}", auth)
+
+        assert Enum.map(window, & &1["text"]) == ["记住我"]
+      else
+        assert {501, _} = get_json("#{base}/api/characters/#{id}/export", auth)
+      end
+
+      assert {400, %{"error" => %{"code" => "invalid_json"}}} =
+               post("#{base}/api/characters/#{id}/import", "not json", auth)
+    end
+  end
+end
