@@ -26,8 +26,19 @@ defmodule SoulMem.Umbrella.MixProject do
     [
       soul_mem: [
         applications: [soul_mem: :permanent, soul_mem_web: :permanent],
-        include_executables_for: [:unix]
+        include_executables_for: [:unix],
+        steps: [:assemble, &copy_demo_character/1]
       ]
     ]
+  end
+
+  # The demo character's graph ships inside the release (priv of soul_mem), so
+  # a release serves `demo` without the checkout.
+  defp copy_demo_character(release) do
+    vsn = release.applications[:soul_mem][:vsn]
+    dest = Path.join([release.path, "lib", "soul_mem-#{vsn}", "priv", "characters"])
+    File.mkdir_p!(dest)
+    File.cp!("fixtures/characters/demo.json", Path.join(dest, "demo.json"))
+    release
   end
 end

@@ -50,3 +50,10 @@ config :soul_mem,
   window: env_integer.("SOUL_MEM_WINDOW", 12, 1, 10_000),
   idle_after_ms: env_integer.("SOUL_MEM_IDLE_AFTER_MS", 300_000, 0, 86_400_000),
   demo_token: env_string.("SOUL_MEM_DEMO_TOKEN", "dev-token")
+
+# A release serves the chat endpoint on boot (SOUL_MEM_SERVER=false turns it
+# off); `mix` runs serve it only through `mix soul.server` / scripts/run.sh.
+if config_env() == :prod do
+  config :soul_mem_web,
+    server: env_string.("SOUL_MEM_SERVER", "true") not in ["false", "0", "no"]
+end

@@ -27,7 +27,7 @@ defmodule SoulMem do
     end
   end
 
-  @recall_opts [:retrieval, timeout: 5_000, config: %{}, templates: %{}]
+  @recall_opts [:retrieval, timeout: 5_000, config: %{}, templates: %{}, forgetting: []]
 
   @typedoc """
   A recall request; every key is optional:
@@ -69,7 +69,15 @@ defmodule SoulMem do
   (retrieval config map), `:templates` (see `SoulMem.Context`),
   `:retrieval` (the retrieval module, default app env `:retrieval` or
   `SoulMem.Retrieval`; when it is not available, recall returns the core
-  memories only).
+  memories only), `:forgetting` — lazy forgetting (`SoulMem.Forgetting`):
+  `enabled:` (default `true`), `config:` (parameter overrides), `llm:`
+  (options for the revision calls; default the character's LLM options,
+  else the application env), `llm_timeout:`, `max_concurrency:`, `now:`.
+
+  Each recalled memory's `:content` is what the character sees after
+  forgetting (the original, its masked text, or an LLM revision cached per
+  band) and it carries `forgetting: %{missing_degree, action, band}`; the
+  original of a forgotten memory never reaches the context.
   """
   @spec recall(String.t() | pid(), request(), keyword()) ::
           {:ok, recall_result()} | {:error, term()}
@@ -78,10 +86,16 @@ defmodule SoulMem do
 
     retrieval = opts[:retrieval] || Application.get_env(:soul_mem, :retrieval, SoulMem.Retrieval)
 
+    forgetting = forgetting_opts(opts[:forgetting])
+
     with {:ok, request} <- validate_request(request),
          {:ok, snap} <-
            SoulMem.Character.prepare_recall(character, request.messages, opts[:timeout]),
-         {:ok, found} <- retrieve(retrieval, snap, request, opts[:config]) do
+         :ok <- configure_forgetting(snap.memory, forgetting),
+         {:ok, found} <- retrieve(retrieval, snap, request, opts[:config]),
+         # Forgetting sees the notes as they were before this recall counts as a review.
+         {:ok, memories} <- forget(snap, found.memories, forgetting) do
+      found = %{found | memories: memories}
       ids = Enum.map(found.memories ++ found.actions, & &1.id)
       if ids != [], do: SoulMem.Character.record(character, ids, DateTime.utc_now(), retrieval)
 
@@ -109,6 +123,115 @@ defmodule SoulMem do
          context: context
        }}
     end
+  end
+
+  @doc """
+  Inserts or replaces one note of a running character (Graph JSON node shape,
+  see `SoulMem.Memory.put_note/3`). Durable once it returns for a persisted
+  character.
+  """
+  @spec put_note(String.t() | pid(), map() | binary()) :: {:ok, map()} | {:error, term()}
+  def put_note(character, note), do: SoulMem.Character.put_note(character, note)
+
+  @doc """
+  One note of a running character, by readable id or UUID.
+  """
+  @spec get_note(String.t() | pid(), String.t()) :: {:ok, map()} | {:error, term()}
+  def get_note(character, note_id) when is_binary(note_id) do
+    with {:ok, memory} <- SoulMem.Character.memory(character),
+         do: SoulMem.Memory.get_note(memory, note_id)
+  end
+
+  @doc """
+  Exports a running, persisted character as a map (the JSON document of
+  `SoulMem.Character.export/2`: graph with archived notes, window, summary,
+  records, feedback, forgetting state). `import/3` restores it.
+  """
+  @spec export(String.t() | pid()) :: {:ok, map()} | {:error, term()}
+  def export(character) do
+    with {:ok, json} <- SoulMem.Character.export(character), do: SoulMem.JSON.decode(json)
+  end
+
+  @doc """
+  Imports an export document (map or JSON binary) as character `id` and
+  starts it. The character must not be running. Fails with
+  `{:error, :exists}` when a store with a graph already exists for `id`,
+  unless `replace: true`. A document of another character, or an invalid one,
+  fails with `{:error, %SoulMem.Error{}}` and changes nothing.
+
+  Options: `:replace` (default `false`), `:data_dir` (default
+  `SoulMem.Store.data_dir/0`), `:start` — options for
+  `SoulMem.Characters.ensure_started/2`.
+  """
+  @spec import(String.t(), map() | binary(), keyword()) :: {:ok, pid()} | {:error, term()}
+  def import(id, document, opts \\ []) when is_binary(id) do
+    opts = Keyword.validate!(opts, replace: false, data_dir: nil, start: [])
+    data_dir = opts[:data_dir] || SoulMem.Store.data_dir()
+
+    if SoulMem.Characters.whereis(id),
+      do: {:error, :running},
+      else: do_import(id, document, data_dir, opts)
+  end
+
+  defp do_import(id, document, data_dir, opts) do
+    with {:ok, json} <- encode_document(document),
+         {:ok, store} <- SoulMem.Store.open(data_dir, id) do
+      result =
+        with {:ok, info} <- SoulMem.Store.info(store),
+             :ok <- check_replace(info, opts[:replace]),
+             do: SoulMem.Store.import_json(store, json)
+
+      SoulMem.Store.close(store)
+
+      with :ok <- result do
+        start = Keyword.merge(opts[:start], data_dir: data_dir, persist: true)
+        SoulMem.Characters.ensure_started(id, start)
+      end
+    end
+  end
+
+  defp encode_document(document) when is_binary(document), do: {:ok, document}
+  defp encode_document(document) when is_map(document), do: SoulMem.JSON.encode(document)
+  defp encode_document(_), do: {:error, :invalid_document}
+
+  defp check_replace(%{"graph_saved" => true}, false), do: {:error, :exists}
+  defp check_replace(_info, _replace), do: :ok
+
+  # Lazy forgetting on recall (SoulMem.Forgetting): options `:enabled` (default true),
+  # `:config` (parameter overrides), `:llm` (default: the character's, from the recall
+  # snapshot when it carries them, else the application env), `:llm_timeout`,
+  # `:max_concurrency`, `:now`.
+  defp forgetting_opts(opts) do
+    Keyword.validate!(opts, [
+      :llm,
+      :now,
+      :llm_timeout,
+      :max_concurrency,
+      enabled: true,
+      config: []
+    ])
+  end
+
+  defp configure_forgetting(memory, forgetting) do
+    if forgetting[:enabled],
+      do: SoulMem.Forgetting.configure(memory, forgetting[:config]),
+      else: :ok
+  end
+
+  defp forget(snap, memories, forgetting) do
+    if forgetting[:enabled], do: do_forget(snap, memories, forgetting), else: {:ok, memories}
+  end
+
+  defp do_forget(snap, memories, forgetting) do
+    llm = forgetting[:llm] || Map.get(snap, :llm) || []
+
+    opts =
+      forgetting
+      |> Keyword.drop([:enabled, :llm])
+      |> Keyword.reject(fn {_k, v} -> is_nil(v) end)
+      |> Keyword.put(:llm, llm)
+
+    SoulMem.Forgetting.on_recall(snap.memory, memories, opts)
   end
 
   defp validate_request(request) when is_map(request) do

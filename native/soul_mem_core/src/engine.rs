@@ -5,14 +5,17 @@
 use crate::cache::EmbeddingCache;
 use crate::embed::{Embedder, ModelSpec, TextKind};
 use crate::error::{Error, Result};
+use crate::forget::{self, ForgetAction, ForgetConfig, NoteView, Revision, SweepReport};
 use crate::graph::MemoryGraph;
 use crate::model::{MemoryId, MemoryNote, MemoryType, NodeKind};
 use crate::retrieval::{
-    DefaultPipeline, EmbedKind, HashEmbedder, NodeVectors, PipelineConfig, PipelineResult,
-    RetrievalIndex, ShortContext, SubQuery, TextEmbedder,
+    DefaultPipeline, EdgeDecay, EmbedKind, HashEmbedder, NodeVectors, PipelineConfig,
+    PipelineResult, RetrievalIndex, ShortContext, SubQuery, TextEmbedder,
 };
+use crate::store::ForgetState;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
+use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -156,11 +159,28 @@ impl EmbedderChoice {
     }
 }
 
-/// One character's graph and the retrieval index derived from it.
+/// One character's graph and the retrieval index derived from it, with its forgetting
+/// parameters and per-note forgetting states (the revision cache by band).
 pub struct Engine {
     graph: MemoryGraph,
     index: Option<RetrievalIndex>,
     embedder: Option<EmbedderChoice>,
+    forget_config: ForgetConfig,
+    forget_states: HashMap<MemoryId, ForgetState>,
+    // Notes whose forgetting state or aligned semantic fields changed since the last
+    // `take_forget_dirty`, so persistence can write only those.
+    forget_dirty: BTreeSet<MemoryId>,
+}
+
+/// What [`Engine::forget_store_revision`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredRevision {
+    /// The revision (revised field, aligned semantic fields, what the character sees).
+    pub revision: Revision,
+    /// The state now cached for the note.
+    pub state: ForgetState,
+    /// True when alignment changed the note's semantic fields in the graph.
+    pub note_changed: bool,
 }
 
 impl Engine {
@@ -170,6 +190,9 @@ impl Engine {
             graph,
             index: None,
             embedder: None,
+            forget_config: ForgetConfig::default(),
+            forget_states: HashMap::new(),
+            forget_dirty: BTreeSet::new(),
         }
     }
 
@@ -188,6 +211,12 @@ impl Engine {
         self.index
             .as_ref()
             .is_some_and(|i| i.is_current(&self.graph))
+    }
+
+    /// The embedder the index was built with, if any (consolidation embeds new names and
+    /// re-indexes with it).
+    pub fn embedder(&self) -> Option<&EmbedderChoice> {
+        self.embedder.as_ref()
     }
 
     /// Name of the embedder in use, if any.
@@ -220,18 +249,50 @@ impl Engine {
         self.embed_all(embedder, &|_, _| {})
     }
 
-    /// Runs the DefaultPipeline for `queries` and returns the raw result.
+    /// Runs the DefaultPipeline for `queries` at the current time and returns the raw result
+    /// (see [`Engine::recall_at`]).
     pub fn recall(
         &mut self,
         queries: &[SubQuery],
         cfg: &PipelineConfig,
         short: Option<ShortContext>,
     ) -> Result<PipelineResult> {
+        self.recall_at(queries, cfg, short, Utc::now())
+    }
+
+    /// Runs the DefaultPipeline for `queries` as of `now`: every link's intensity is multiplied
+    /// by its source note's retention at `now` (the forgetting curve with this engine's
+    /// [`ForgetConfig`]) before it becomes a PPR weight, so faded memories spread less.
+    ///
+    /// Complexity: O(nodes) for the retention factors on top of the pipeline; the PPR
+    /// transition matrix is rebuilt (O(nodes + links)) when the factors changed since the
+    /// previous query.
+    pub fn recall_at(
+        &mut self,
+        queries: &[SubQuery],
+        cfg: &PipelineConfig,
+        short: Option<ShortContext>,
+        now: DateTime<Utc>,
+    ) -> Result<PipelineResult> {
         self.ensure_index()?;
         let (Some(index), Some(embedder)) = (&self.index, &self.embedder) else {
             return Err(Error::invalid_argument("engine", "no index"));
         };
-        DefaultPipeline::run_with_embedder(index, queries, embedder.as_dyn(), cfg, short)
+        // The index lists the notes in graph order (checked when it was built).
+        let decay = EdgeDecay::new(
+            self.graph
+                .notes()
+                .map(|n| forget::decay_factor(n, now, &self.forget_config))
+                .collect(),
+        )?;
+        DefaultPipeline::run_with_embedder_decayed(
+            index,
+            queries,
+            embedder.as_dyn(),
+            cfg,
+            short,
+            Some(&decay),
+        )
     }
 
     /// Records one retrieval of each of `ids` at `at`; unknown ids are ignored and counted
@@ -240,6 +301,188 @@ impl Engine {
         ids.iter()
             .filter(|id| self.graph.record_retrieval(id, at))
             .count()
+    }
+
+    // ---- forgetting ---------------------------------------------------------------------
+
+    /// The forgetting parameters retrieval decays link weights with (default: the seed's).
+    pub fn forget_config(&self) -> &ForgetConfig {
+        &self.forget_config
+    }
+
+    /// Replaces the forgetting parameters; errors (nothing changed) when they are invalid.
+    pub fn set_forget_config(&mut self, cfg: ForgetConfig) -> Result<()> {
+        cfg.validate()?;
+        self.forget_config = cfg;
+        Ok(())
+    }
+
+    /// The forgetting state of a note (degree, band, cached revision, original text).
+    pub fn forget_state(&self, id: &MemoryId) -> Option<&ForgetState> {
+        self.forget_states.get(id)
+    }
+
+    /// Sets the forgetting state of a note (e.g. loaded from the store). Errors, changing
+    /// nothing, when the note is not in the graph, the degree is not in [0, 1] or the band
+    /// is above 10. Does not mark the note dirty: the caller is the one persisting.
+    pub fn set_forget_state(&mut self, id: MemoryId, state: ForgetState) -> Result<()> {
+        if self.graph.get(&id).is_none() {
+            return Err(Error::NotFound(format!("note {id}")));
+        }
+        if !(state.missing_degree.is_finite() && (0.0..=1.0).contains(&state.missing_degree)) {
+            return Err(Error::invalid_value(
+                &self.graph.readable_of(&id),
+                "forget_state.missing_degree",
+                format!(
+                    "must be a finite number in [0, 1], got {}",
+                    state.missing_degree
+                ),
+            ));
+        }
+        if state.band > 10 {
+            return Err(Error::invalid_value(
+                &self.graph.readable_of(&id),
+                "forget_state.band",
+                format!("must be in 0..=10, got {}", state.band),
+            ));
+        }
+        self.forget_states.insert(id, state);
+        Ok(())
+    }
+
+    /// Removes the forgetting state of a note; returns it.
+    pub fn clear_forget_state(&mut self, id: &MemoryId) -> Option<ForgetState> {
+        self.forget_states.remove(id)
+    }
+
+    /// Every forgetting state (unordered).
+    pub fn forget_states(&self) -> impl ExactSizeIterator<Item = (&MemoryId, &ForgetState)> {
+        self.forget_states.iter()
+    }
+
+    /// The notes whose forgetting state or aligned semantic fields changed since the last
+    /// call (in id order), clearing the list: what an incremental save writes
+    /// (`Change::SetForgetState` with [`Engine::forget_state`], or `ClearForgetState` when
+    /// there is none; `Change::PutNote` for the note).
+    pub fn take_forget_dirty(&mut self) -> Vec<MemoryId> {
+        std::mem::take(&mut self.forget_dirty).into_iter().collect()
+    }
+
+    /// The forgetting view of each note of `ids` at `now` with `cfg` (see
+    /// [`forget::view_note`]): what the character sees, and for Revised notes without a
+    /// revision cached for the current band, the prompt to ask an LLM. Read-only.
+    /// Errors on an unknown id (naming it) or an invalid `cfg`.
+    /// Complexity: O(Σ text) (jieba) over the requested notes.
+    pub fn forget_view(
+        &self,
+        ids: &[MemoryId],
+        now: DateTime<Utc>,
+        cfg: &ForgetConfig,
+    ) -> Result<Vec<NoteView>> {
+        cfg.validate()?;
+        let name = forget::character_name(&self.graph);
+        ids.iter()
+            .map(|id| {
+                let note = self
+                    .graph
+                    .get(id)
+                    .ok_or_else(|| Error::NotFound(format!("note {id}")))?;
+                forget::view_note(note, self.forget_states.get(id), now, cfg, &name)
+            })
+            .collect()
+    }
+
+    /// Merges an LLM `answer` to the note's revision prompt at `now` and caches it for the
+    /// current band: a specific situation's revised narrative; a semantic note's recalled
+    /// content, with its aliases, description and concept type aligned in the graph (the
+    /// original display text is kept in the state). The graph's narrative/content is never
+    /// replaced. Errors, changing nothing, on an unknown note, an invalid `cfg`, a note that
+    /// is not due for revision at `now` (not Revised), or an answer with no revision.
+    pub fn forget_store_revision(
+        &mut self,
+        id: &MemoryId,
+        answer: &str,
+        now: DateTime<Utc>,
+        cfg: &ForgetConfig,
+    ) -> Result<StoredRevision> {
+        cfg.validate()?;
+        let note = self
+            .graph
+            .get(id)
+            .ok_or_else(|| Error::NotFound(format!("note {id}")))?;
+        let d = forget::decide(note, now, cfg);
+        if d.action != ForgetAction::Revised {
+            return Err(Error::invalid_argument(
+                "note",
+                format!(
+                    "{:?} is not due for revision (action {} at missing degree {:.3})",
+                    note.readable_id,
+                    d.action.as_str(),
+                    d.missing_degree
+                ),
+            ));
+        }
+        let revision = forget::revise_note(note, answer, d.missing_degree.clamp(0.0, 1.0), cfg)?;
+        let state = forget::next_state(
+            note,
+            self.forget_states.get(id),
+            &d,
+            Some(revision.revised_text.clone()),
+            now,
+        );
+        let mut note_changed = false;
+        if let Some(aligned) = &revision.aligned {
+            let unchanged = matches!(&note.mem_type, MemoryType::Semantic(s) if s == aligned);
+            if !unchanged {
+                // get_mut bumps the graph version: the index re-embeds the new fields.
+                if let Some(MemoryType::Semantic(s)) =
+                    self.graph.get_mut(id).map(|n| &mut n.mem_type)
+                {
+                    *s = aligned.clone();
+                    note_changed = true;
+                }
+            }
+        }
+        self.forget_states.insert(*id, state.clone());
+        self.forget_dirty.insert(*id);
+        Ok(StoredRevision {
+            revision,
+            state,
+            note_changed,
+        })
+    }
+
+    /// The idle sweep at `now` with `cfg`, no LLM: [`forget::sweep`] (prunes links whose
+    /// decayed intensity fell below the threshold, lists archive candidates), then brings the
+    /// existing forgetting states up to date — degree and band refreshed, a cached revision
+    /// dropped when the band moved on, states of notes no longer in the graph removed. Notes
+    /// without a state get none: their degree is computed on the fly at recall, so only
+    /// recalled notes carry (and persist) a state. Sets `states_updated` in the report.
+    /// Errors (nothing changed) on an invalid `cfg`.
+    /// Complexity: O(nodes + links).
+    pub fn forget_sweep(&mut self, now: DateTime<Utc>, cfg: &ForgetConfig) -> Result<SweepReport> {
+        cfg.validate()?;
+        let mut report = forget::sweep(&mut self.graph, now, cfg);
+        let graph = &self.graph;
+        self.forget_states.retain(|id, _| graph.get(id).is_some());
+        let mut updated = 0;
+        for note in graph.notes().filter(|n| forget::forgettable(n)) {
+            let d = forget::decide(note, now, cfg);
+            let Some(previous) = self.forget_states.get(&note.id) else {
+                continue;
+            };
+            let next = forget::next_state(note, Some(previous), &d, None, now);
+            let same = previous.band == next.band
+                && previous.revised_text == next.revised_text
+                && (previous.missing_degree - next.missing_degree).abs() < 1e-9;
+            if !same {
+                self.forget_states.insert(note.id, next);
+                self.forget_dirty.insert(note.id);
+                updated += 1;
+            }
+        }
+        report.states_updated = updated;
+        Ok(report)
     }
 
     /// The pipeline result as JSON for clients: readable ids, kinds, display text, stage and

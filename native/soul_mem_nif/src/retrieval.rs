@@ -36,7 +36,7 @@ fn embedder_load<'a>(env: Env<'a>, model_path: String, cache_path: String) -> Te
     ok_or_error(env, result)
 }
 
-fn loaded_model() -> Result<Arc<ModelEmbedder>, NifError> {
+pub(crate) fn loaded_model() -> Result<Arc<ModelEmbedder>, NifError> {
     MODEL
         .read()
         .map_err(|_| NifError::Poisoned)?

@@ -153,7 +153,8 @@ defmodule SoulMem.Character do
   visible window and the summary.
   """
   @spec prepare_recall(character(), [map()], timeout()) ::
-          {:ok, %{memory: Memory.t(), window: [Window.message()], summary: String.t()}}
+          {:ok,
+           %{memory: Memory.t(), window: [Window.message()], summary: String.t(), llm: keyword()}}
           | {:error, Window.error_reason()}
           | call_error()
   def prepare_recall(character, messages, timeout \\ @default_timeout),
@@ -552,7 +553,9 @@ defmodule SoulMem.Character do
         reply = %{
           memory: state.memory,
           window: Window.visible(state.window),
-          summary: Window.summary(state.window)
+          summary: Window.summary(state.window),
+          # Forgetting revises recalled memories in the character's voice with its LLM.
+          llm: state.llm
         }
 
         {:reply, {:ok, reply}, state}

@@ -40,9 +40,15 @@ defmodule SoulMemWeb.Operations do
     end
   end
 
-  # The demo character's graph when nothing else is configured: the
-  # umbrella's fixture (found from this source file, as in a checkout).
-  @demo_graph Path.expand("../../../../fixtures/characters/demo.json", __DIR__)
+  # The demo character's graph when nothing else is configured: the copy a
+  # release ships in soul_mem's priv, else the umbrella's fixture (found from
+  # this source file, as in a checkout).
+  @demo_fixture Path.expand("../../../../fixtures/characters/demo.json", __DIR__)
+
+  defp demo_graph do
+    shipped = Application.app_dir(:soul_mem, "priv/characters/demo.json")
+    if File.regular?(shipped), do: shipped, else: @demo_fixture
+  end
 
   @doc """
   The start options of `character_id` (see `ensure_character/1`): from
@@ -51,9 +57,13 @@ defmodule SoulMemWeb.Operations do
   """
   @spec start_opts(String.t()) :: keyword()
   def start_opts(character_id) do
-    defaults = %{"demo" => [graph: @demo_graph]}
     configured = Application.get_env(:soul_mem_web, :characters, %{})
-    Map.get(configured, character_id) || Map.get(defaults, character_id, [])
+
+    cond do
+      Map.has_key?(configured, character_id) -> Map.fetch!(configured, character_id)
+      character_id == "demo" -> [graph: demo_graph()]
+      true -> []
+    end
   end
 
   @doc """

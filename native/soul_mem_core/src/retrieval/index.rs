@@ -60,7 +60,39 @@ pub struct RetrievalIndex {
     proc_edges: Vec<(u32, f64)>,
     vectors: NodeVectors,
     csr: Mutex<Option<(EdgeWeightParams, Arc<Csr>)>>,
+    // The last transition matrix built with decayed intensities, keyed by weights and factors.
+    decayed_csr: Mutex<Option<(EdgeWeightParams, EdgeDecay, Arc<Csr>)>>,
     workspace: Mutex<PprWorkspace>,
+}
+
+/// Per-node retention factors in [0, 1] (index position order) that scale link intensities
+/// at query time: a link's intensity becomes `intensity × factor(source)` (the seed's
+/// `edge_decay_intensity`), so links out of faded memories carry less of the walk.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EdgeDecay {
+    factors: Vec<f64>,
+}
+
+impl EdgeDecay {
+    /// Wraps the factors; errors when one is not a finite number in [0, 1].
+    pub fn new(factors: Vec<f64>) -> Result<Self> {
+        if let Some((i, f)) = factors
+            .iter()
+            .enumerate()
+            .find(|(_, f)| !(f.is_finite() && (0.0..=1.0).contains(*f)))
+        {
+            return Err(Error::invalid_argument(
+                "decay",
+                format!("factor {i} must be a finite number in [0, 1], got {f}"),
+            ));
+        }
+        Ok(EdgeDecay { factors })
+    }
+
+    /// The factors, by node position.
+    pub fn factors(&self) -> &[f64] {
+        &self.factors
+    }
 }
 
 fn node_idents(mem: &MemoryType) -> Vec<Ident> {
@@ -165,6 +197,7 @@ impl RetrievalIndex {
             proc_edges,
             vectors,
             csr: Mutex::new(None),
+            decayed_csr: Mutex::new(None),
             workspace: Mutex::new(PprWorkspace::new()),
         })
     }
@@ -258,15 +291,19 @@ impl RetrievalIndex {
         }
     }
 
+    fn weight_params(cfg: &AssociationConfig) -> EdgeWeightParams {
+        EdgeWeightParams {
+            intensity_factor: cfg.intensity_factor,
+            confidence_factor: cfg.confidence_factor,
+            preference: cfg.preference,
+        }
+    }
+
     /// The transition matrix for `cfg`'s edge weights, rebuilt only when the weights differ
     /// from the cached one (the graph itself cannot change under an index).
     /// Complexity: O(nodes + links) on a miss, O(1) on a hit.
     pub fn transition(&self, cfg: &AssociationConfig) -> Result<Arc<Csr>> {
-        let params = EdgeWeightParams {
-            intensity_factor: cfg.intensity_factor,
-            confidence_factor: cfg.confidence_factor,
-            preference: cfg.preference,
-        };
+        let params = Self::weight_params(cfg);
         let mut guard = self
             .csr
             .lock()
@@ -276,6 +313,49 @@ impl RetrievalIndex {
                 return Ok(Arc::clone(csr));
             }
         }
+        let csr = Arc::new(self.build_csr(&params, None)?);
+        *guard = Some((params, Arc::clone(&csr)));
+        Ok(csr)
+    }
+
+    /// The transition matrix with every link intensity scaled by its source's factor in
+    /// `decay` ([`Self::transition`] when `decay` is `None`). The last decayed matrix is
+    /// cached by weights and factors. Errors when `decay` does not have one factor per node.
+    /// Complexity: O(nodes) to compare the factors, plus O(nodes + links) on a miss.
+    pub fn transition_decayed(
+        &self,
+        cfg: &AssociationConfig,
+        decay: Option<&EdgeDecay>,
+    ) -> Result<Arc<Csr>> {
+        let Some(decay) = decay else {
+            return self.transition(cfg);
+        };
+        if decay.factors.len() != self.nodes.len() {
+            return Err(Error::invalid_argument(
+                "decay",
+                format!(
+                    "{} factors for {} nodes",
+                    decay.factors.len(),
+                    self.nodes.len()
+                ),
+            ));
+        }
+        let params = Self::weight_params(cfg);
+        let mut guard = self
+            .decayed_csr
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((p, d, csr)) = guard.as_ref() {
+            if *p == params && d == decay {
+                return Ok(Arc::clone(csr));
+            }
+        }
+        let csr = Arc::new(self.build_csr(&params, Some(&decay.factors))?);
+        *guard = Some((params, decay.clone(), Arc::clone(&csr)));
+        Ok(csr)
+    }
+
+    fn build_csr(&self, params: &EdgeWeightParams, decay: Option<&[f64]>) -> Result<Csr> {
         let pref = params.preference.values();
         let weighted: Vec<(u32, u32, f64)> = self
             .edges
@@ -290,8 +370,12 @@ impl RetrievalIndex {
                         EdgeClass::Sem(conf) => (conf, pref[0]),
                         EdgeClass::Proc => (0.0, 0.0),
                     };
+                    let factor = decay
+                        .and_then(|d| d.get(e.from as usize))
+                        .copied()
+                        .unwrap_or(1.0);
                     dyn_weight(
-                        e.intensity,
+                        e.intensity * factor,
                         cb,
                         tb,
                         params.intensity_factor,
@@ -301,9 +385,7 @@ impl RetrievalIndex {
                 (e.from, e.to, w)
             })
             .collect();
-        let csr = Arc::new(Csr::from_edges(self.nodes.len(), &weighted)?);
-        *guard = Some((params, Arc::clone(&csr)));
-        Ok(csr)
+        Csr::from_edges(self.nodes.len(), &weighted)
     }
 
     /// Runs `f` with the cached push workspace, or a fresh one when another query holds it.

@@ -6,7 +6,9 @@
 //!
 //! Entry points: [`RetrievalIndex::build`] / [`RetrievalIndex::refresh`] over a graph and its
 //! [`NodeVectors`]; [`DefaultPipeline::run`] with query vectors from [`QueryTexts`], or
-//! [`DefaultPipeline::run_with_embedder`] with any [`TextEmbedder`].
+//! [`DefaultPipeline::run_with_embedder`] with any [`TextEmbedder`]. The `_decayed` variants
+//! take an [`EdgeDecay`] (per-node forgetting retention at query time) that scales link
+//! intensities before they become PPR weights; the engine always passes one.
 
 pub mod config;
 pub mod embedding;
@@ -21,10 +23,11 @@ pub use config::{
     DefaultPipelineConfig, PipelineConfig, ShortOnlyConfig, SimilarityConfig, TypePreference,
 };
 pub use embedding::{node_texts, EmbedKind, FieldKind, HashEmbedder, NodeVectors, TextEmbedder};
-pub use index::{NodeMeta, RetrievalIndex};
+pub use index::{EdgeDecay, NodeMeta, RetrievalIndex};
 pub use pipeline::{
-    associate_with_action, association, association_by_id, bayes_actions, short_only, softmax,
-    DefaultPipeline, PipelineResult, RecalledAction, RecalledMemory, ShortContext, Stage,
+    associate_with_action, associate_with_action_decayed, association, association_by_id,
+    association_decayed, bayes_actions, short_only, softmax, DefaultPipeline, PipelineResult,
+    RecalledAction, RecalledMemory, ShortContext, Stage,
 };
 pub use ppr::{
     edge_weight, forward_push, naive_ppr, Csr, EdgeWeightParams, PprParams, PprWorkspace,

@@ -5,7 +5,7 @@ use super::config::{
     AssociateWithActionConfig, AssociationConfig, PipelineConfig, ShortOnlyConfig,
 };
 use super::embedding::TextEmbedder;
-use super::index::RetrievalIndex;
+use super::index::{EdgeDecay, RetrievalIndex};
 use super::ppr::{forward_push, PprParams};
 use super::query::{embed_query, EmbeddedQuery, QueryVectors, SubQuery};
 use super::similarity::similarity;
@@ -136,6 +136,17 @@ pub fn association(
     seeds: &[(u32, f64)],
     cfg: &AssociationConfig,
 ) -> Result<Vec<(u32, f64)>> {
+    association_decayed(idx, seeds, cfg, None)
+}
+
+/// [`association`] with link intensities scaled by `decay` (see
+/// [`RetrievalIndex::transition_decayed`]).
+pub fn association_decayed(
+    idx: &RetrievalIndex,
+    seeds: &[(u32, f64)],
+    cfg: &AssociationConfig,
+    decay: Option<&EdgeDecay>,
+) -> Result<Vec<(u32, f64)>> {
     cfg.validate()?;
     let kind = |i: u32| idx.node(i as usize).map(|m| m.kind);
     let sources: Vec<(u32, f64)> = seeds
@@ -148,7 +159,7 @@ pub fn association(
     if sources.is_empty() || cfg.top_k == 0 {
         return Ok(Vec::new());
     }
-    let csr = idx.transition(cfg)?;
+    let csr = idx.transition_decayed(cfg, decay)?;
     let params = PprParams {
         damping: cfg.damping_factor,
         epsilon: cfg.residue_threshold,
@@ -245,8 +256,19 @@ pub fn associate_with_action(
     seeds: &[(u32, f64)],
     cfg: &AssociateWithActionConfig,
 ) -> Result<AssociateWithActionResult> {
+    associate_with_action_decayed(idx, seeds, cfg, None)
+}
+
+/// [`associate_with_action`] with PPR over decayed link intensities (see
+/// [`association_decayed`]).
+pub fn associate_with_action_decayed(
+    idx: &RetrievalIndex,
+    seeds: &[(u32, f64)],
+    cfg: &AssociateWithActionConfig,
+    decay: Option<&EdgeDecay>,
+) -> Result<AssociateWithActionResult> {
     cfg.validate()?;
-    let memory = association(idx, seeds, &cfg.association)?;
+    let memory = association_decayed(idx, seeds, &cfg.association, decay)?;
     let mut merged: Vec<(u32, f64)> = Vec::new();
     for &(i, s) in seeds.iter().chain(memory.iter()) {
         let is_sit = matches!(idx.node(i as usize), Some(m) if m.kind.is_situation());
@@ -303,6 +325,19 @@ impl DefaultPipeline {
         cfg: &PipelineConfig,
         short: Option<ShortContext>,
     ) -> Result<PipelineResult> {
+        Self::run_decayed(idx, queries, vectors, cfg, short, None)
+    }
+
+    /// [`DefaultPipeline::run`] with PPR over link intensities scaled by `decay` (the
+    /// forgetting curve of each link's source at query time; `None` = undecayed).
+    pub fn run_decayed(
+        idx: &RetrievalIndex,
+        queries: &[SubQuery],
+        vectors: &[QueryVectors],
+        cfg: &PipelineConfig,
+        short: Option<ShortContext>,
+        decay: Option<&EdgeDecay>,
+    ) -> Result<PipelineResult> {
         cfg.validate()?;
         if queries.len() != vectors.len() {
             return Err(Error::invalid_argument(
@@ -319,7 +354,7 @@ impl DefaultPipeline {
         let mut outcomes = Vec::with_capacity(queries.len());
         for (q, v) in queries.iter().zip(vectors) {
             let eq = EmbeddedQuery::assemble(q, v, dim)?;
-            outcomes.push((q.priority, Self::run_one(idx, &eq, cfg)?));
+            outcomes.push((q.priority, Self::run_one(idx, &eq, cfg, decay)?));
         }
         let max_p = outcomes.iter().map(|o| o.0).max().unwrap_or(0);
         let offset = |p: u32| {
@@ -411,21 +446,35 @@ impl DefaultPipeline {
         cfg: &PipelineConfig,
         short: Option<ShortContext>,
     ) -> Result<PipelineResult> {
+        Self::run_with_embedder_decayed(idx, queries, embedder, cfg, short, None)
+    }
+
+    /// [`DefaultPipeline::run_with_embedder`] with decayed link intensities (see
+    /// [`DefaultPipeline::run_decayed`]).
+    pub fn run_with_embedder_decayed(
+        idx: &RetrievalIndex,
+        queries: &[SubQuery],
+        embedder: &dyn TextEmbedder,
+        cfg: &PipelineConfig,
+        short: Option<ShortContext>,
+        decay: Option<&EdgeDecay>,
+    ) -> Result<PipelineResult> {
         let vectors = queries
             .iter()
             .map(|q| embed_query(q, embedder))
             .collect::<Result<Vec<_>>>()?;
-        Self::run(idx, queries, &vectors, cfg, short)
+        Self::run_decayed(idx, queries, &vectors, cfg, short, decay)
     }
 
     fn run_one(
         idx: &RetrievalIndex,
         q: &EmbeddedQuery,
         cfg: &PipelineConfig,
+        decay: Option<&EdgeDecay>,
     ) -> Result<QueryOutcome> {
         let sim = similarity(idx, q, &cfg.similarity);
         let seeds: Vec<(u32, f64)> = sim.iter().map(|&(i, s)| (i, f64::from(s))).collect();
-        let awa = associate_with_action(idx, &seeds, &cfg.assoc_with_action)?;
+        let awa = associate_with_action_decayed(idx, &seeds, &cfg.assoc_with_action, decay)?;
         let seed_positions: Vec<u32> = seeds.iter().map(|s| s.0).collect();
         let mut memories: Vec<(u32, f64, Stage, Vec<u32>)> = seeds
             .iter()

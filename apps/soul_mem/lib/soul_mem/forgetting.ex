@@ -1,0 +1,339 @@
+defmodule SoulMem.Forgetting do
+  @moduledoc """
+  Forgetting as a first-class citizen: memories blur along an Ebbinghaus curve
+  instead of vanishing, and a heavily forgotten memory is guessed back by the
+  LLM the way a person reconstructs it.
+
+  The curve and the decisions live in the Rust core (`forget.rs`): a note's
+  missing degree is `1 − e^(−t/τ)` with `τ = half_life × (1 + 0.1 ×
+  min(recalls, 50)) / ln 2`, `t` in hours since creation (or since the last
+  recall, `clock: "since_last_access"`). Only SpecificSituation and Semantic
+  notes forget (not core notes such as `sem_self`); Procedure and
+  AbstractSituation notes never do.
+
+  On recall (`on_recall/3`, called by `SoulMem.recall/3`):
+
+    * `md < mask_threshold` (0.05) — `:no_action`, the character sees the memory;
+    * `md < revise_threshold` (0.15) — `:mask_only`, it sees the masked text
+      (jieba words replaced by ` [masked] `, the same words at the same degree,
+      more words as the degree grows, never fewer);
+    * otherwise — `:revised`: the LLM reconstructs the masked text in the
+      character's voice (a semantic note's aliases, description and concept
+      type are aligned in the same call). The revision is cached in the
+      engine for the degree's band (`floor(md × 10)`), so the LLM is asked
+      again only when forgetting moves to another band. When the LLM fails,
+      the character sees the masked text (`:mask_only`) and the next recall
+      tries again.
+
+  The original text is never put in the character's context; it stays in the
+  graph and in the note's forgetting state (`state/2`) for operators.
+
+  The idle sweep (`sweep/2`, run by `SoulMem.Maintenance.ForgetSweep`) prunes
+  links whose decayed intensity fell below `prune_threshold`, refreshes the
+  forgetting states and lists archive candidates, without any LLM.
+
+  ## Configuration
+
+  Forgetting parameters come from the application env, overridable per call
+  with `config:` (keys, all optional, with the seed's defaults):
+
+      config :soul_mem, :forgetting,
+        base_half_life_hours: 24.0, active_factor: 0.1, max_activation_cap: 50,
+        mask_threshold: 0.05, revise_threshold: 0.15, alias_growth_threshold: 0.6,
+        prune_threshold: 0.05, archive_threshold: 0.95, clock: :since_creation
+
+  Unknown keys and out-of-range values are `{:error, %SoulMem.Error{reason:
+  :invalid_json | :invalid_argument}}`.
+  """
+
+  require Logger
+
+  alias SoulMem.{Error, JSON, Memory, Native}
+
+  @config_keys ~w(base_half_life_hours active_factor max_activation_cap mask_threshold
+                  revise_threshold alias_growth_threshold prune_threshold archive_threshold
+                  clock)a
+
+  @typedoc "Forgetting parameters (see the moduledoc); a map or keyword list."
+  @type config :: map() | keyword()
+
+  @type action :: :no_action | :mask_only | :revised
+
+  @typedoc "What forgetting did to a recalled memory."
+  @type info :: %{missing_degree: float(), action: action(), band: non_neg_integer()}
+
+  @typedoc "A note's forgetting view (string keys, see `view/3`)."
+  @type view :: %{String.t() => term()}
+
+  @typedoc "A note's forgetting state: the revision cache and the kept original."
+  @type state :: %{
+          id: String.t(),
+          missing_degree: float(),
+          band: non_neg_integer(),
+          revised_text: String.t() | nil,
+          original_text: String.t() | nil,
+          updated_at: String.t()
+        }
+
+  @apply_opts [:llm, :now, config: [], max_concurrency: 4, llm_timeout: 20_000]
+
+  @doc """
+  The effective forgetting parameters: the application env `:forgetting`
+  with `overrides` on top, as a string-keyed map (the core's ForgetConfig
+  JSON object). Raises `ArgumentError` on a key that is not a parameter.
+  """
+  @spec config(config()) :: %{String.t() => term()}
+  def config(overrides \\ []) do
+    env = Application.get_env(:soul_mem, :forgetting, [])
+    Map.merge(normalize(env), normalize(overrides))
+  end
+
+  defp normalize(config) when is_list(config) or is_map(config) do
+    Map.new(config, fn {key, value} ->
+      name = to_string(key)
+
+      unless name in Enum.map(@config_keys, &Atom.to_string/1),
+        do:
+          raise(
+            ArgumentError,
+            "unknown forgetting parameter #{inspect(key)}; expected one of #{inspect(@config_keys)}"
+          )
+
+      {name,
+       if(is_atom(value) and not is_boolean(value) and value != nil,
+         do: to_string(value),
+         else: value
+       )}
+    end)
+  end
+
+  defp normalize(other),
+    do:
+      raise(
+        ArgumentError,
+        "expected forgetting parameters as a map or keyword list, got: #{inspect(other)}"
+      )
+
+  @doc """
+  Sets the parameters the engine of `memory` decays link weights with during
+  retrieval (the application env with `overrides`). Invalid parameters
+  change nothing.
+  """
+  @spec configure(Memory.t(), config()) :: :ok | {:error, Error.t()}
+  def configure(%Memory{ref: ref}, overrides \\ []) do
+    with {:ok, json} <- encode(config(overrides)),
+         {:ok, _canonical} <- Error.from_native(Native.forget_set_config(ref, json)),
+         do: :ok
+  end
+
+  @doc """
+  The forgetting view of the notes `ids` (readable ids or UUIDs) at `now`:
+  per note `"id"`, `"kind"`, `"forgettable"`, `"missing_degree"`, `"band"`,
+  `"action"` (`"NoAction" | "MaskOnly" | "Revised"`), `"visible_text"` (what
+  the character sees now: original, masked, or the revision cached for this
+  band), `"masked_text"`, `"original_text"` (operators only),
+  `"cached_revision"`, `"needs_revision"` and `"prompt"` (`%{"system",
+  "user"}` when a revision is due). Read-only. An unknown id is
+  `{:error, %SoulMem.Error{reason: :not_found}}`.
+
+  Options: `:now` (default now), `:config` (overrides).
+  """
+  @spec view(Memory.t(), [String.t()], keyword()) :: {:ok, [view()]} | {:error, Error.t()}
+  def view(%Memory{ref: ref}, ids, opts \\ []) when is_list(ids) do
+    opts = Keyword.validate!(opts, [:now, config: []])
+
+    with {:ok, json} <- encode(config(opts[:config])),
+         {:ok, out} <- Error.from_native(Native.forget_view(ref, ids, now_ms(opts[:now]), json)),
+         do: {:ok, JSON.decode!(out)}
+  end
+
+  @doc """
+  Stores `answer`, an LLM's reply to a note's revision prompt, as the
+  revision of note `id` for the band it is in at `now` (semantic notes: the
+  reply's `Aliases:`/`Description:`/`ConceptType:` lines are aligned into the
+  note). Returns `%{"visible_text" => ..., "band" => ..., "note_changed" =>
+  ...}`. Fails, changing nothing, when the note is not due for revision or
+  the answer holds no revision (`:invalid_argument`).
+
+  Options: `:now` (default now), `:config` (overrides).
+  """
+  @spec store_revision(Memory.t(), String.t(), String.t(), keyword()) ::
+          {:ok, map()} | {:error, Error.t()}
+  def store_revision(%Memory{ref: ref}, id, answer, opts \\ [])
+      when is_binary(id) and is_binary(answer) do
+    opts = Keyword.validate!(opts, [:now, config: []])
+
+    with {:ok, json} <- encode(config(opts[:config])),
+         {:ok, out} <-
+           Error.from_native(
+             Native.forget_store_revision(ref, id, answer, now_ms(opts[:now]), json)
+           ),
+         do: {:ok, JSON.decode!(out)}
+  end
+
+  @doc """
+  Applies lazy forgetting to recalled memory items (maps with at least `:id`
+  and `:content`, as returned by `SoulMem.Retrieval.run/3`): each item's
+  `:content` becomes what the character sees (unchanged for `:no_action`)
+  and it gains `:forgetting` (`t:info/0`). Revisions due are asked of the LLM in parallel (system
+  prompt from the core, in the character's voice) and cached per band; a
+  failed or timed-out call leaves the masked text (`:mask_only`).
+
+  Options: `:llm` — options for `SoulMem.LLM.chat/2` (the character's; one
+  attempt by default, `retries:` overrides); `:llm_timeout` — ms per
+  revision (default 20000); `:max_concurrency` (default 4); `:now`;
+  `:config` — parameter overrides.
+  """
+  @spec on_recall(Memory.t(), [map()], keyword()) :: {:ok, [map()]} | {:error, Error.t()}
+  def on_recall(%Memory{} = memory, items, opts \\ []) when is_list(items) do
+    opts = Keyword.validate!(opts, @apply_opts)
+    now = opts[:now] || DateTime.utc_now()
+    view_opts = [now: now, config: opts[:config]]
+
+    with {:ok, views} <- view(memory, Enum.map(items, & &1.id), view_opts) do
+      revised = revise(memory, Enum.filter(views, & &1["needs_revision"]), view_opts, opts)
+
+      {:ok,
+       Enum.zip_with(items, views, fn item, v ->
+         {content, action} = seen(item, v, Map.fetch(revised, v["id"]))
+
+         item
+         |> Map.put(:content, content)
+         |> Map.put(:forgetting, %{
+           missing_degree: v["missing_degree"],
+           action: action,
+           band: v["band"]
+         })
+       end)}
+    end
+  end
+
+  # What the character sees of a view and the action that produced it: a memory that did not
+  # forget keeps the content retrieval gave it; a due revision that failed leaves the masked
+  # text (MaskOnly); a cached one counts as Revised.
+  defp seen(item, %{"action" => "NoAction"}, _), do: {item.content, :no_action}
+  defp seen(_item, %{"action" => "MaskOnly"} = v, _), do: {v["visible_text"], :mask_only}
+  defp seen(_item, %{"action" => "Revised"}, {:ok, text}), do: {text, :revised}
+  defp seen(_item, %{"needs_revision" => true} = v, :error), do: {v["visible_text"], :mask_only}
+  defp seen(_item, v, :error), do: {v["visible_text"], :revised}
+
+  # Asks the LLM for every due revision, in parallel; returns %{id => visible text} for the
+  # ones that succeeded and were stored.
+  defp revise(_memory, [], _view_opts, _opts), do: %{}
+
+  defp revise(memory, due, view_opts, opts) do
+    llm = Keyword.merge([retries: 0, timeout: opts[:llm_timeout]], opts[:llm] || [])
+
+    due
+    |> Task.async_stream(&revise_one(memory, &1, llm, view_opts),
+      max_concurrency: opts[:max_concurrency],
+      timeout: opts[:llm_timeout] + 1_000,
+      on_timeout: :kill_task,
+      ordered: true
+    )
+    |> Enum.zip(due)
+    |> Enum.reduce(%{}, fn
+      {{:ok, {:ok, text}}, v}, acc ->
+        Map.put(acc, v["id"], text)
+
+      {{:ok, {:error, reason}}, v}, acc ->
+        Logger.warning(
+          "forgetting: revision of #{v["id"]} failed (#{inspect(reason, limit: 5)}); showing the masked text"
+        )
+
+        acc
+
+      {{:exit, reason}, v}, acc ->
+        Logger.warning(
+          "forgetting: revision of #{v["id"]} timed out (#{inspect(reason, limit: 5)}); showing the masked text"
+        )
+
+        acc
+    end)
+  end
+
+  defp revise_one(
+         memory,
+         %{"id" => id, "prompt" => %{"system" => system, "user" => user}},
+         llm,
+         view_opts
+       ) do
+    messages = [%{role: :system, content: system}, %{role: :user, content: user}]
+
+    with {:ok, %{content: answer}} <- SoulMem.LLM.chat(messages, llm),
+         {:ok, stored} <- store_revision(memory, id, answer, view_opts),
+         do: {:ok, stored["visible_text"]}
+  rescue
+    # Bad LLM options raise in the task, which is linked to the recall: degrade instead.
+    error -> {:error, {:raised, Exception.message(error)}}
+  end
+
+  @doc """
+  The idle sweep at `now` (no LLM): prunes links whose decayed intensity
+  (`intensity × R(source)`) is below `prune_threshold`, refreshes the
+  forgetting states, and lists archive candidates (forgettable notes left
+  with no link whose missing degree reaches `archive_threshold`; they stay
+  in the graph — the caller archives them). Report keys: `"notes"`,
+  `"actions"`, `"mean_missing_degree"`, `"pruned"` (`from`, `to`, `link_id`,
+  `intensity`, `decayed_intensity`), `"archive"` (readable ids),
+  `"states_updated"`.
+
+  Options: `:now` (default now), `:config` (overrides).
+  """
+  @spec sweep(Memory.t(), keyword()) :: {:ok, map()} | {:error, Error.t()}
+  def sweep(%Memory{ref: ref}, opts \\ []) do
+    opts = Keyword.validate!(opts, [:now, config: []])
+
+    with {:ok, json} <- encode(config(opts[:config])),
+         {:ok, out} <- Error.from_native(Native.forget_sweep(ref, now_ms(opts[:now]), json)),
+         do: {:ok, JSON.decode!(out)}
+  end
+
+  @doc "The forgetting state of note `id` (`nil` when it has none)."
+  @spec state(Memory.t(), String.t()) :: {:ok, state() | nil} | {:error, Error.t()}
+  def state(%Memory{ref: ref}, id) when is_binary(id) do
+    with {:ok, json} <- Error.from_native(Native.forget_state(ref, id)),
+         do: {:ok, atomize(JSON.decode!(json))}
+  end
+
+  @doc "Every forgetting state, by readable id."
+  @spec states(Memory.t()) :: {:ok, [state()]} | {:error, Error.t()}
+  def states(%Memory{ref: ref}) do
+    with {:ok, json} <- Error.from_native(Native.forget_states(ref)),
+         do: {:ok, Enum.map(JSON.decode!(json), &atomize/1)}
+  end
+
+  @doc """
+  Masks `text` to `missing_degree` (0..1) as forgetting does: jieba words
+  (HMM on) replaced by ` [masked] `, deterministically and monotonically.
+  Returns the masked text, the number of masked words and the number of
+  maskable words.
+  """
+  @spec mask_text(String.t(), number()) ::
+          {:ok, {String.t(), non_neg_integer(), non_neg_integer()}} | {:error, Error.t()}
+  def mask_text(text, missing_degree) when is_binary(text) and is_number(missing_degree),
+    do: Error.from_native(Native.forget_mask_text(text, missing_degree / 1))
+
+  @state_keys Map.new(
+                ~w(id missing_degree band revised_text original_text updated_at)a,
+                &{Atom.to_string(&1), &1}
+              )
+
+  defp atomize(nil), do: nil
+
+  defp atomize(map),
+    do: for({k, v} <- map, Map.has_key?(@state_keys, k), into: %{}, do: {@state_keys[k], v})
+
+  defp now_ms(nil), do: System.system_time(:millisecond)
+  defp now_ms(%DateTime{} = now), do: DateTime.to_unix(now, :millisecond)
+
+  defp now_ms(other),
+    do: raise(ArgumentError, "expected :now to be a DateTime, got: #{inspect(other)}")
+
+  defp encode(term) do
+    case JSON.encode(term) do
+      {:ok, json} -> {:ok, json}
+      {:error, reason} -> {:error, Error.new(:invalid_json, "cannot encode: #{inspect(reason)}")}
+    end
+  end
+end

@@ -1,0 +1,483 @@
+//! Working-memory activation over a store: k-hop loading with core notes resident, LRU release
+//! under the cap (persisted first), boundary expansion, partial checkpoints that never delete
+//! unloaded notes, recall reaching two hops from a seed, and seeds equal to `Store::nearest`.
+#![allow(clippy::unwrap_used)]
+
+use chrono::{DateTime, TimeZone, Utc};
+use soul_mem_core::engine::{EmbedderChoice, Engine};
+use soul_mem_core::graph::MemoryGraph;
+use soul_mem_core::model::*;
+use soul_mem_core::retrieval::{HashEmbedder, PipelineConfig, SubQuery, TextEmbedder};
+use soul_mem_core::store::{Change, Store};
+use soul_mem_core::working::{WorkingConfig, WorkingMemory};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+const C: &str = "小红";
+const DIM: usize = 256;
+
+fn tmp(name: &str) -> PathBuf {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let d = std::env::temp_dir().join(format!(
+        "soulmem-working-{}-{}-{name}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn t(s: i64) -> DateTime<Utc> {
+    Utc.timestamp_opt(1_780_000_000 + s, 0).unwrap()
+}
+
+fn id(n: &str) -> MemoryId {
+    MemoryId::derive(C, n)
+}
+
+fn sem(name: &str, content: &str) -> MemoryNote {
+    MemoryNote::new(
+        C,
+        name,
+        MemoryType::Semantic(SemMemory {
+            content: content.into(),
+            aliases: vec![],
+            concept_type: ConceptType::Entity,
+            description: String::new(),
+        }),
+        t(0),
+    )
+}
+
+fn link(from: &MemoryNote, to: &str, w: f64) -> MemoryLink {
+    let to = id(to);
+    MemoryLink {
+        id: LinkId::derive(from.id, to, from.links.len()),
+        from: from.id,
+        to,
+        intensity: w,
+        link_type: MemoryLinkType::Sem(SemMemLink {
+            verb: "相关".into(),
+            confidence: 0.9,
+        }),
+    }
+}
+
+/// Distinct contents the hash embedder tells apart: a query equal to one is its top hit.
+fn content(i: usize) -> String {
+    const WORDS: [&str; 12] = [
+        "苹果", "海洋", "钢琴", "雪山", "火车", "月亮", "书店", "咖啡", "风筝", "灯塔", "森林",
+        "沙漠",
+    ];
+    format!("{}{} {i:03}", WORDS[i % 12], WORDS[(i / 12) % 12])
+}
+
+/// A chain n0 → n1 → … → n{len-1} plus an isolated core note `self`.
+fn chain_store(name: &str, len: usize) -> Store {
+    let mut s = Store::open_in(tmp(name), C).unwrap();
+    let mut g = MemoryGraph::new(C);
+    let mut core = sem("self", "小红自己");
+    core.core = true;
+    g.insert(core).unwrap();
+    for i in 0..len {
+        let mut n = sem(&format!("n{i}"), &content(i));
+        if i + 1 < len {
+            n.links.push(link(&n, &format!("n{}", i + 1), 1.0));
+        }
+        g.insert(n).unwrap();
+    }
+    s.save_graph(&g).unwrap();
+    s
+}
+
+fn hash() -> EmbedderChoice {
+    EmbedderChoice::Hash(HashEmbedder::new(DIM).unwrap())
+}
+
+fn open(store: &mut Store, cfg: WorkingConfig) -> (Engine, WorkingMemory) {
+    let mut engine = Engine::new(MemoryGraph::new(C));
+    let (wm, report) = WorkingMemory::open(&mut engine, store, hash(), cfg, &|_, _| {}).unwrap();
+    assert_eq!(report.core_loaded, 1);
+    (engine, wm)
+}
+
+fn resident(e: &Engine) -> Vec<String> {
+    let mut v: Vec<String> = e.graph().notes().map(|n| n.readable_id.clone()).collect();
+    v.sort();
+    v
+}
+
+fn names(v: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = v.iter().map(|s| s.to_string()).collect();
+    v.sort();
+    v
+}
+
+fn one_seed(k_hops: usize, cap: usize) -> WorkingConfig {
+    WorkingConfig {
+        k_hops,
+        cap,
+        seeds_per_query: 1,
+        ..WorkingConfig::default()
+    }
+}
+
+#[test]
+fn open_builds_the_index_and_reuses_stored_vectors() {
+    let mut s = chain_store("index", 20);
+    let (_, wm) = open(&mut s, WorkingConfig::default());
+    assert_eq!(wm.index_len(), 21);
+    assert_eq!(wm.model(), "hash-ngram-256");
+    drop(wm);
+    // A changed text is re-embedded; the rest comes from the table.
+    s.put_note(&sem("n3", "全新的文字")).unwrap();
+    let mut engine = Engine::new(MemoryGraph::new(C));
+    let (_, r) = WorkingMemory::open(
+        &mut engine,
+        &mut s,
+        hash(),
+        WorkingConfig::default(),
+        &|_, _| {},
+    )
+    .unwrap();
+    assert_eq!((r.notes, r.vectors, r.reused, r.embedded), (21, 21, 20, 1));
+    let (h, v) = s.embedding(&id("n3"), "hash-ngram-256").unwrap().unwrap();
+    assert_eq!(h, soul_mem_core::cache::text_hash("全新的文字"));
+    assert_eq!(v, HashEmbedder::new(DIM).unwrap().embed_one("全新的文字"));
+}
+
+#[test]
+fn activation_loads_k_hops_and_core_and_marks_the_boundary() {
+    let mut s = chain_store("khop", 21);
+    let (mut e, mut wm) = open(&mut s, one_seed(2, 1000));
+    assert_eq!(
+        resident(&e),
+        names(&["self"]),
+        "only core before any activation"
+    );
+    let r = wm.activate_texts(&mut e, &mut s, &[&content(10)]).unwrap();
+    assert_eq!(r.seeds.len(), 1);
+    assert_eq!(r.seeds[0].readable_id, "n10");
+    assert!((r.seeds[0].score - 1.0).abs() < 1e-5);
+    assert_eq!(
+        resident(&e),
+        names(&["self", "n8", "n9", "n10", "n11", "n12"])
+    );
+    assert_eq!(r.loaded.len(), 5);
+    assert_eq!((r.working_size, r.non_core, r.boundary), (6, 5, 2));
+    let b: Vec<MemoryId> = wm.boundary(&e).into_iter().collect();
+    let mut want = vec![id("n8"), id("n12")];
+    want.sort();
+    assert_eq!(b, want);
+    // Links inside the working graph are attached; n12 → n13 waits as pending.
+    assert_eq!(e.graph().link_count(), 4);
+    assert_eq!(e.graph().stats().pending_links, 1);
+    // Activating the same seed again loads nothing.
+    let again = wm.activate_texts(&mut e, &mut s, &[&content(10)]).unwrap();
+    assert!(again.loaded.is_empty() && again.released.is_empty());
+}
+
+#[test]
+fn cap_releases_least_recently_activated_non_core_notes_persisting_them_first() {
+    let mut s = chain_store("cap", 30);
+    let (mut e, mut wm) = open(&mut s, one_seed(1, 3));
+    wm.activate_texts(&mut e, &mut s, &[&content(2)]).unwrap();
+    assert_eq!(resident(&e), names(&["self", "n1", "n2", "n3"]));
+    // Change n2 in memory: a recall, a new link weight, and a link to a note that is not
+    // loaded (pending).
+    e.record(&[id("n2")], t(500));
+    let l23 = e.graph().get(&id("n2")).unwrap().links[0].id;
+    e.graph_mut()
+        .set_link_intensity(&id("n2"), &l23, 0.25)
+        .unwrap();
+    let n2 = e.graph().get(&id("n2")).unwrap().clone();
+    let extra = link(&n2, "n20", 0.7);
+    e.graph_mut().add_link(extra.clone()).unwrap();
+
+    let r = wm.activate_texts(&mut e, &mut s, &[&content(10)]).unwrap();
+    assert_eq!(resident(&e), names(&["self", "n9", "n10", "n11"]));
+    let mut released = r.released.clone();
+    released.sort();
+    assert_eq!(released, names(&["n1", "n2", "n3"]));
+    assert_eq!(r.persisted, 1, "only the changed note is written");
+    assert_eq!(r.non_core, 3);
+
+    // The store holds n2's changes; the other stored notes are all there.
+    let stored = s.note(&id("n2")).unwrap().unwrap();
+    assert_eq!(stored.retrieval_count, 1);
+    assert_eq!(stored.last_accessed_time, t(500));
+    assert_eq!(stored.links.len(), 2);
+    assert!(stored
+        .links
+        .iter()
+        .any(|l| l.id == l23 && (l.intensity - 0.25).abs() < 1e-12));
+    assert!(stored.links.iter().any(|l| l.id == extra.id));
+    assert_eq!(s.counts().unwrap().0, 31);
+
+    // Reloading n2 brings the changed version back.
+    wm.activate_texts(&mut e, &mut s, &[&content(2)]).unwrap();
+    let back = e.graph().get(&id("n2")).unwrap();
+    assert_eq!(back.retrieval_count, 1);
+    assert!(resident(&e).contains(&"self".to_string()), "core stays");
+}
+
+#[test]
+fn released_notes_keep_incoming_links_from_resident_notes() {
+    let mut s = chain_store("incoming", 30);
+    let before = s.counts().unwrap();
+    let (mut e, mut wm) = open(&mut s, one_seed(1, 3));
+    wm.activate_texts(&mut e, &mut s, &[&content(5)]).unwrap(); // n4 n5 n6
+    wm.activate_texts(&mut e, &mut s, &[&content(3)]).unwrap(); // n2 n3 n4 -> n5, n6 released
+    assert_eq!(resident(&e), names(&["self", "n2", "n3", "n4"]));
+    // n4 is resident, its target n5 is not: the link waits as pending again.
+    let n4 = e.graph().get(&id("n4")).unwrap();
+    assert!(n4.links.is_empty());
+    assert!(e
+        .graph()
+        .pending_links()
+        .any(|l| l.from == id("n4") && l.to == id("n5")));
+    // Writing n4 back keeps n4 → n5, and nothing is lost anywhere.
+    wm.checkpoint(&mut e, &mut s, &[]).unwrap();
+    assert_eq!(s.counts().unwrap(), before);
+    let stored = s.note(&id("n4")).unwrap().unwrap();
+    assert_eq!(stored.links.len(), 1);
+    assert_eq!(stored.links[0].to, id("n5"));
+    // Loading n5 again attaches it.
+    wm.activate_texts(&mut e, &mut s, &[&content(5)]).unwrap();
+    assert_eq!(e.graph().get(&id("n4")).map(|n| n.links.len()), Some(1));
+}
+
+#[test]
+fn boundary_notes_expand_one_hop() {
+    let mut s = chain_store("boundary", 21);
+    let (mut e, mut wm) = open(&mut s, one_seed(1, 1000));
+    wm.activate_texts(&mut e, &mut s, &[&content(10)]).unwrap();
+    assert_eq!(resident(&e), names(&["self", "n9", "n10", "n11"]));
+    // Not a boundary note: nothing happens.
+    let r = wm.expand(&mut e, &mut s, &[id("n10")]).unwrap();
+    assert!(r.loaded.is_empty() && r.expanded.is_empty());
+    let r = wm.expand(&mut e, &mut s, &[id("n11")]).unwrap();
+    assert_eq!(r.loaded, vec!["n12".to_string()]);
+    assert_eq!(r.expanded, vec!["n11".to_string()]);
+    let b: Vec<MemoryId> = wm.boundary(&e).into_iter().collect();
+    let mut want = vec![id("n9"), id("n12")];
+    want.sort();
+    assert_eq!(b, want);
+    // n11 → n12 attached when n12 arrived.
+    assert_eq!(e.graph().get(&id("n11")).unwrap().links.len(), 1);
+    // A resident boundary seed is expanded by the activation itself.
+    let r = wm.activate_texts(&mut e, &mut s, &[&content(9)]).unwrap();
+    assert_eq!(r.loaded, vec!["n8".to_string()]);
+    assert_eq!(r.expanded, vec!["n9".to_string()]);
+}
+
+#[test]
+fn partial_checkpoint_never_deletes_unloaded_notes() {
+    let mut s = chain_store("partial", 40);
+    let before = s.counts().unwrap();
+    assert_eq!(before, (41, 0, 39));
+    let (mut e, mut wm) = open(&mut s, one_seed(1, 1000));
+    wm.activate_texts(&mut e, &mut s, &[&content(20)]).unwrap();
+    assert_eq!(e.graph().len(), 4);
+    // Edit a resident note, add a new one linked from it.
+    if let Some(MemoryType::Semantic(sm)) =
+        e.graph_mut().get_mut(&id("n20")).map(|n| &mut n.mem_type)
+    {
+        sm.content = "改过的内容".into();
+    }
+    let mut fresh = sem("fresh", "新学到的东西");
+    fresh.links.push(link(&fresh, "n21", 0.5));
+    e.graph_mut().insert(fresh).unwrap();
+    let rep = wm
+        .checkpoint(&mut e, &mut s, &[Change::SetSummary("聊了很多".into())])
+        .unwrap();
+    assert_eq!(rep.notes, 5);
+    assert_eq!(rep.embedded, 2, "the edited and the new note");
+    assert_eq!(s.counts().unwrap(), (42, 0, 40));
+    assert_eq!(s.summary().unwrap().as_deref(), Some("聊了很多"));
+    let n20 = s.note(&id("n20")).unwrap().unwrap();
+    assert!(matches!(&n20.mem_type, MemoryType::Semantic(x) if x.content == "改过的内容"));
+    // n21 → n22 (n22 not resident) is still stored, and so is every unloaded note.
+    assert_eq!(s.note(&id("n21")).unwrap().unwrap().links.len(), 1);
+    for i in 0..40 {
+        assert!(s.note(&id(&format!("n{i}"))).unwrap().is_some(), "n{i}");
+    }
+    // The new note is in the long-term index now: it can seed an activation.
+    assert_eq!(wm.index_len(), 42);
+    let seeds = wm
+        .seeds(&wm.embed_queries(&["新学到的东西"]).unwrap())
+        .unwrap();
+    assert_eq!(seeds[0].0, id("fresh"));
+    // A whole-graph checkpoint of the same partial graph WOULD delete them (the contrast).
+    let mut copy = Store::open_in(tmp("contrast"), C).unwrap();
+    copy.save_graph(&s.load_graph().unwrap()).unwrap();
+    copy.checkpoint(e.graph(), &[]).unwrap();
+    assert_eq!(copy.counts().unwrap().0, 5);
+
+    // Archiving through the checkpoint drops the note from the working graph and the index.
+    wm.checkpoint(&mut e, &mut s, &[Change::ArchiveNote(id("n19"))])
+        .unwrap();
+    assert!(e.graph().get(&id("n19")).is_none());
+    assert!(s.is_archived(&id("n19")).unwrap());
+    assert_eq!(wm.index_len(), 41);
+    // n20 → n21 survives, n18 → n19 (unloaded source) too.
+    assert_eq!(s.note(&id("n18")).unwrap().unwrap().links.len(), 1);
+
+    // Deleting through the checkpoint: the resident note is not written back, links to it
+    // are dropped, and later checkpoints do not bring them back.
+    wm.checkpoint(&mut e, &mut s, &[Change::DeleteNote(id("n21"))])
+        .unwrap();
+    assert!(s.note(&id("n21")).unwrap().is_none());
+    assert!(e.graph().get(&id("n21")).is_none());
+    assert!(s.note(&id("n20")).unwrap().unwrap().links.is_empty());
+    assert!(s.note(&id("fresh")).unwrap().unwrap().links.is_empty());
+    wm.checkpoint(&mut e, &mut s, &[]).unwrap();
+    assert!(s.note(&id("n20")).unwrap().unwrap().links.is_empty());
+    assert_eq!(s.counts().unwrap().0, 40);
+}
+
+fn query(text: &str) -> SubQuery {
+    serde_json::from_value(serde_json::json!({
+        "priority": 1,
+        "tag": [],
+        "variant": {"Semantic": [{"concept_identifier": text, "description": ""}]}
+    }))
+    .unwrap()
+}
+
+/// 麻辣烫 → 老街 → 奶奶, plus unrelated notes; only 麻辣烫 matches the query text.
+fn two_hop_store(name: &str) -> Store {
+    let mut s = Store::open_in(tmp(name), C).unwrap();
+    let mut g = MemoryGraph::new(C);
+    let mut a = sem("a", "麻辣烫");
+    a.links.push(link(&a, "b", 1.0));
+    let mut b = sem("b", "老街");
+    b.links.push(link(&b, "c", 1.0));
+    let c = sem("c", "奶奶");
+    g.insert(a).unwrap();
+    g.insert(b).unwrap();
+    g.insert(c).unwrap();
+    for i in 0..30 {
+        let mut n = sem(&format!("x{i}"), &content(i));
+        if i > 0 {
+            n.links.push(link(&n, &format!("x{}", i - 1), 1.0));
+        }
+        g.insert(n).unwrap();
+    }
+    s.save_graph(&g).unwrap();
+    s
+}
+
+#[test]
+fn recall_over_the_activated_graph_finds_a_memory_two_hops_from_the_seed() {
+    let mut s = two_hop_store("twohop");
+    let mut e = Engine::new(MemoryGraph::new(C));
+    let (mut wm, _) =
+        WorkingMemory::open(&mut e, &mut s, hash(), one_seed(2, 1000), &|_, _| {}).unwrap();
+    let (result, report) = wm
+        .recall(
+            &mut e,
+            &mut s,
+            &[query("麻辣烫")],
+            &PipelineConfig::default(),
+            None,
+        )
+        .unwrap();
+    assert_eq!(report.seeds[0].readable_id, "a");
+    assert_eq!(resident(&e), names(&["a", "b", "c"]));
+    let ids: Vec<&str> = result
+        .memories
+        .iter()
+        .map(|m| m.readable_id.as_str())
+        .collect();
+    assert!(ids.contains(&"c"), "{ids:?}");
+}
+
+#[test]
+fn recall_expands_boundary_notes_it_reaches_and_recalls_again() {
+    let mut s = two_hop_store("rerun");
+    let mut e = Engine::new(MemoryGraph::new(C));
+    let (mut wm, _) =
+        WorkingMemory::open(&mut e, &mut s, hash(), one_seed(1, 1000), &|_, _| {}).unwrap();
+    let (result, report) = wm
+        .recall(
+            &mut e,
+            &mut s,
+            &[query("麻辣烫")],
+            &PipelineConfig::default(),
+            None,
+        )
+        .unwrap();
+    // One hop loads a and b; b is on the boundary (c unloaded), PPR reaches it, so it is
+    // expanded and the recall runs again over a, b, c.
+    assert!(report.expanded.contains(&"b".to_string()), "{report:?}");
+    assert!(report.rerun);
+    assert_eq!(resident(&e), names(&["a", "b", "c"]));
+    let ids: Vec<&str> = result
+        .memories
+        .iter()
+        .map(|m| m.readable_id.as_str())
+        .collect();
+    assert!(ids.contains(&"c"), "{ids:?}");
+}
+
+#[test]
+fn seeds_from_the_long_term_index_match_store_nearest() {
+    let mut s = chain_store("nearest", 60);
+    let cfg = WorkingConfig {
+        seeds_per_query: 7,
+        ..WorkingConfig::default()
+    };
+    let (_, wm) = open(&mut s, cfg);
+    let embedder = HashEmbedder::new(DIM).unwrap();
+    for text in ["苹果", "海洋钢琴", "雪山 017", "月亮书店 033", "灯塔"] {
+        let q = embedder.embed(&[text], soul_mem_core::retrieval::EmbedKind::Query);
+        let q = q.unwrap().remove(0);
+        let ours = wm.seeds(std::slice::from_ref(&q)).unwrap();
+        let theirs = s.nearest(wm.model(), &q, 7).unwrap();
+        assert_eq!(ours.len(), theirs.len(), "{text}");
+        for ((a, sa), (b, sb)) in ours.iter().zip(&theirs) {
+            assert!((sa - sb).abs() < 1e-4, "{text}: {sa} vs {sb}");
+            if a != b {
+                // Only a float tie may swap two neighbours.
+                assert!((sa - sb).abs() < 1e-6, "{text}: {a:?} vs {b:?}");
+            }
+        }
+        let mut x: Vec<_> = ours.iter().map(|p| p.0).collect();
+        let mut y: Vec<_> = theirs.iter().map(|p| p.0).collect();
+        x.sort();
+        y.sort();
+        assert_eq!(x, y, "{text}");
+    }
+}
+
+#[test]
+fn bad_inputs_are_errors() {
+    let mut s = chain_store("bad", 5);
+    let mut other = Engine::new(MemoryGraph::new("小白"));
+    let e = WorkingMemory::open(
+        &mut other,
+        &mut s,
+        hash(),
+        WorkingConfig::default(),
+        &|_, _| {},
+    )
+    .unwrap_err();
+    assert_eq!(e.kind(), "invalid_argument");
+    let bad = WorkingConfig {
+        cap: 0,
+        ..WorkingConfig::default()
+    };
+    let mut e2 = Engine::new(MemoryGraph::new(C));
+    assert!(WorkingMemory::open(&mut e2, &mut s, hash(), bad, &|_, _| {}).is_err());
+    let (mut e, mut wm) = open(&mut s, WorkingConfig::default());
+    assert!(wm.seeds(&[vec![1.0; 3]]).is_err(), "wrong dimension");
+    assert!(wm.seeds(&[vec![0.0; DIM]]).unwrap().is_empty());
+    assert!(wm.activate(&mut other, &mut s, &[]).is_err());
+    let r = wm.activate(&mut e, &mut s, &[]).unwrap();
+    assert_eq!(r.working_size, 1);
+    let j: WorkingConfig = serde_json::from_str(r#"{"cap": 5}"#).unwrap();
+    assert_eq!((j.cap, j.k_hops), (5, 2));
+    assert!(serde_json::from_str::<WorkingConfig>(r#"{"nope": 1}"#).is_err());
+}

@@ -1,0 +1,216 @@
+//! Forgetting NIFs over a graph handle: the forgetting view of recalled notes, storing an LLM
+//! revision (the cache by band), the LLM-free idle sweep, the engine's forgetting parameters
+//! and states, and masking plain text. Structured data crosses as JSON binaries.
+//!
+//! `config` arguments are a ForgetConfig JSON object (unknown fields rejected; `{}` = the
+//! seed's defaults) or `""` for the parameters last set with `forget_set_config`.
+
+use crate::error::{ok_or_error, NifError};
+use crate::graph::Handle;
+use chrono::{DateTime, Utc};
+use rustler::{Env, Term};
+use serde_json::{json, Value};
+use soul_mem_core::engine::Engine;
+use soul_mem_core::forget::{self, ForgetConfig};
+use soul_mem_core::model::MemoryId;
+use soul_mem_core::store::ForgetState;
+use soul_mem_core::Error;
+
+fn at(ms: i64, name: &str) -> Result<DateTime<Utc>, NifError> {
+    DateTime::from_timestamp_millis(ms).ok_or_else(|| {
+        NifError::from(Error::invalid_argument(
+            name,
+            format!("timestamp {ms} ms out of range"),
+        ))
+    })
+}
+
+fn config(engine: &Engine, json: &str) -> Result<ForgetConfig, NifError> {
+    if json.trim().is_empty() {
+        return Ok(engine.forget_config().clone());
+    }
+    Ok(ForgetConfig::from_json(json)?)
+}
+
+fn resolve(engine: &Engine, id: &str) -> Result<MemoryId, NifError> {
+    engine
+        .graph()
+        .resolve(id)
+        .ok_or_else(|| NifError::from(Error::NotFound(format!("note {id:?}"))))
+}
+
+fn state_json(engine: &Engine, id: &MemoryId, s: &ForgetState) -> Value {
+    json!({
+        "id": engine.graph().readable_of(id),
+        "missing_degree": s.missing_degree,
+        "band": s.band,
+        "revised_text": s.revised_text,
+        "original_text": s.original_text,
+        "updated_at": s.updated_at.to_rfc3339(),
+    })
+}
+
+/// The forgetting view of each note of `ids` (readable ids or UUIDs) at `now_ms`: a JSON
+/// array of `{id, uuid, kind, forgettable, missing_degree, band, action, visible_text,
+/// masked_text, original_text, cached_revision, needs_revision, prompt}` (see
+/// `soul_mem_core::forget::NoteView`). Read-only; an unknown id is a `:not_found` error.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn forget_view<'a>(
+    env: Env<'a>,
+    handle: Handle,
+    ids: Vec<String>,
+    now_ms: i64,
+    config_json: String,
+) -> Term<'a> {
+    let result = (|| {
+        let now = at(now_ms, "now")?;
+        let engine = handle.read()?;
+        let cfg = config(&engine, &config_json)?;
+        let ids = ids
+            .iter()
+            .map(|id| resolve(&engine, id))
+            .collect::<Result<Vec<_>, _>>()?;
+        let views = engine.forget_view(&ids, now, &cfg)?;
+        serde_json::to_string(&views).map_err(|e| NifError::from(Error::InvalidJson(e.to_string())))
+    })();
+    ok_or_error(env, result)
+}
+
+/// Merges the LLM `answer` to a note's revision prompt at `now_ms` and caches it for the
+/// current band (semantic notes: fields aligned in the graph). Returns JSON `{id, band,
+/// missing_degree, revised_text, visible_text, note_changed, aligned}`; errors, changing
+/// nothing, when the note is unknown, not due for revision, or the answer holds no revision.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn forget_store_revision<'a>(
+    env: Env<'a>,
+    handle: Handle,
+    id: String,
+    answer: String,
+    now_ms: i64,
+    config_json: String,
+) -> Term<'a> {
+    let result = (|| {
+        let now = at(now_ms, "now")?;
+        let mut engine = handle.write()?;
+        let cfg = config(&engine, &config_json)?;
+        let mid = resolve(&engine, &id)?;
+        let stored = engine.forget_store_revision(&mid, &answer, now, &cfg)?;
+        let aligned = stored.revision.aligned.as_ref().map(|a| {
+            json!({
+                "aliases": a.aliases,
+                "description": a.description,
+                "concept_type": a.concept_type,
+            })
+        });
+        Ok(json!({
+            "id": engine.graph().readable_of(&mid),
+            "band": stored.state.band,
+            "missing_degree": stored.state.missing_degree,
+            "revised_text": stored.revision.revised_text,
+            "visible_text": stored.revision.view,
+            "note_changed": stored.note_changed,
+            "aligned": aligned,
+        })
+        .to_string())
+    })();
+    ok_or_error(env, result)
+}
+
+/// The idle sweep at `now_ms`, no LLM: prunes links whose decayed intensity fell below the
+/// threshold, refreshes the forgetting states, lists archive candidates (left in the graph:
+/// the caller archives them in the store). Returns the report as JSON: `{notes, actions:
+/// {NoAction, MaskOnly, Revised}, mean_missing_degree, pruned: [{from, to, link_id,
+/// intensity, decayed_intensity}], archive: [readable id], states_updated}`.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn forget_sweep<'a>(env: Env<'a>, handle: Handle, now_ms: i64, config_json: String) -> Term<'a> {
+    let result = (|| {
+        let now = at(now_ms, "now")?;
+        let mut engine = handle.write()?;
+        let cfg = config(&engine, &config_json)?;
+        let report = engine.forget_sweep(now, &cfg)?;
+        let g = engine.graph();
+        let pruned: Vec<Value> = report
+            .pruned
+            .iter()
+            .map(|p| {
+                json!({
+                    "from": g.readable_of(&p.from),
+                    "to": g.readable_of(&p.to),
+                    "link_id": p.link_id.to_string(),
+                    "intensity": p.intensity,
+                    "decayed_intensity": p.decayed_intensity,
+                })
+            })
+            .collect();
+        Ok(json!({
+            "notes": report.notes,
+            "actions": {
+                "NoAction": report.actions[0],
+                "MaskOnly": report.actions[1],
+                "Revised": report.actions[2],
+            },
+            "mean_missing_degree": report.mean_missing_degree,
+            "pruned": pruned,
+            "archive": report.archive.iter().map(|id| g.readable_of(id)).collect::<Vec<_>>(),
+            "states_updated": report.states_updated,
+        })
+        .to_string())
+    })();
+    ok_or_error(env, result)
+}
+
+/// Sets the forgetting parameters the engine decays retrieval link weights with (and the
+/// default for `""` config arguments). Returns `{:ok, canonical config JSON}`.
+#[rustler::nif]
+fn forget_set_config<'a>(env: Env<'a>, handle: Handle, config_json: String) -> Term<'a> {
+    let result = (|| {
+        let cfg = ForgetConfig::from_json(&config_json)?;
+        let text = serde_json::to_string(&cfg)
+            .map_err(|e| NifError::from(Error::InvalidJson(e.to_string())))?;
+        handle.write()?.set_forget_config(cfg)?;
+        Ok(text)
+    })();
+    ok_or_error(env, result)
+}
+
+/// The forgetting state of one note as JSON (`"null"` when it has none).
+#[rustler::nif]
+fn forget_state<'a>(env: Env<'a>, handle: Handle, id: String) -> Term<'a> {
+    let result = (|| {
+        let engine = handle.read()?;
+        let mid = resolve(&engine, &id)?;
+        Ok(engine
+            .forget_state(&mid)
+            .map_or(Value::Null, |s| state_json(&engine, &mid, s))
+            .to_string())
+    })();
+    ok_or_error(env, result)
+}
+
+/// Every forgetting state as a JSON array, sorted by readable id (operators, audit).
+#[rustler::nif(schedule = "DirtyCpu")]
+fn forget_states<'a>(env: Env<'a>, handle: Handle) -> Term<'a> {
+    let result = (|| {
+        let engine = handle.read()?;
+        let mut states: Vec<Value> = engine
+            .forget_states()
+            .map(|(id, s)| state_json(&engine, id, s))
+            .collect();
+        states.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
+        Ok::<_, NifError>(Value::Array(states).to_string())
+    })();
+    ok_or_error(env, result)
+}
+
+/// Masks plain `text` to `missing_degree` (jieba, monotone): `{:ok, {masked_text, masked,
+/// total}}`.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn forget_mask_text<'a>(env: Env<'a>, text: String, missing_degree: f64) -> Term<'a> {
+    let result = forget::mask_text(&text, missing_degree)
+        .map(|m| {
+            let masked = m.masked();
+            (m.text, masked, m.total)
+        })
+        .map_err(NifError::from);
+    ok_or_error(env, result)
+}

@@ -1,0 +1,315 @@
+//! Working-memory NIFs (`soul_mem_core::working`): in activation mode a character's graph
+//! handle holds only a working subgraph of its store. `working_open` builds the long-term
+//! vector index and returns a working handle that keeps the store handle, the graph handle
+//! and the activation state (LRU ticks, boundary bookkeeping) together; every later call
+//! takes only that handle. Locks are taken working → graph → store (the graph → store order
+//! of the store NIFs). Structured results are JSON binaries.
+
+use crate::error::{ok_or_error, NifError};
+use crate::graph::Handle;
+use crate::retrieval::loaded_model;
+use crate::store::{with_store, StoreResource};
+use rustler::{Binary, Encoder, Env, LocalPid, ResourceArc, Term};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use soul_mem_core::engine::EmbedderChoice;
+use soul_mem_core::model::MemoryId;
+use soul_mem_core::retrieval::{HashEmbedder, PipelineConfig, ShortContext, SubQuery};
+use soul_mem_core::store::{Change, Store};
+use soul_mem_core::working::{WorkingConfig, WorkingMemory};
+use soul_mem_core::Error;
+use std::sync::{Mutex, MutexGuard};
+
+/// Meta key the store NIFs use to say "a graph was saved" (see store.rs).
+const META_GRAPH_SAVED: &str = "graph_saved";
+
+mod atoms {
+    rustler::atoms! { soul_mem_embed_progress }
+}
+
+struct WorkingState {
+    wm: WorkingMemory,
+    store: ResourceArc<StoreResource>,
+    graph: Handle,
+}
+
+/// A character's working memory: the policy state plus the store and graph it works on.
+pub struct WorkingResource {
+    state: Mutex<WorkingState>,
+}
+
+#[rustler::resource_impl]
+impl rustler::Resource for WorkingResource {}
+
+type WorkingHandle = ResourceArc<WorkingResource>;
+
+impl WorkingResource {
+    fn lock(&self) -> Result<MutexGuard<'_, WorkingState>, NifError> {
+        self.state.lock().map_err(|_| NifError::Poisoned)
+    }
+}
+
+fn parse_json<T: serde::de::DeserializeOwned>(what: &str, json: &[u8]) -> Result<T, NifError> {
+    let mut de = serde_json::Deserializer::from_slice(json);
+    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        NifError::from(Error::InvalidJson(format!(
+            "{what}: {} at {}",
+            e.inner(),
+            e.path()
+        )))
+    })
+}
+
+fn to_json<T: serde::Serialize>(v: &T) -> Result<String, NifError> {
+    serde_json::to_string(v).map_err(|e| Error::InvalidJson(e.to_string()).into())
+}
+
+/// Runs `f` with the working memory, the engine (write lock) and the open store.
+fn with_all<T>(
+    handle: &WorkingHandle,
+    f: impl FnOnce(
+        &mut WorkingMemory,
+        &mut soul_mem_core::engine::Engine,
+        &mut Store,
+    ) -> Result<T, NifError>,
+) -> Result<T, NifError> {
+    let mut guard = handle.lock()?;
+    let st = &mut *guard;
+    let mut engine = st.graph.write()?;
+    let wm = &mut st.wm;
+    with_store(&st.store, |store| f(wm, &mut engine, store))
+}
+
+/// Opens working memory over `store` and `graph` (normally a fresh `graph_new` handle: the
+/// stored core notes are put into it). `cfg_json`: `{"embedder": "model"|"hash", "k_hops",
+/// "cap", "seeds_per_query", "min_score", "embed_batch", "expand_boundary"}`, all optional
+/// (`""` = defaults; embedder default: the graph's embedder when it has one, else the loaded
+/// model). Notes lacking a current vector are embedded with progress
+/// `{:soul_mem_embed_progress, done, total}` sent to `progress` and written to the store.
+/// Returns `{working, index_report_json}` (`model`, `dim`, `notes`, `vectors`, `reused`,
+/// `embedded`, `core_loaded`).
+///
+/// Complexity: O(active notes) store reads plus embedding the missing vectors.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn working_open<'a>(
+    env: Env<'a>,
+    store: ResourceArc<StoreResource>,
+    graph: Handle,
+    cfg_json: String,
+    progress: LocalPid,
+) -> Term<'a> {
+    let result = (|| {
+        let mut value: Value = if cfg_json.trim().is_empty() {
+            json!({})
+        } else {
+            parse_json("working config", cfg_json.as_bytes())?
+        };
+        let requested = match value.as_object_mut() {
+            Some(obj) => obj.remove("embedder"),
+            None => {
+                return Err(Error::InvalidJson("working config: expected an object".into()).into())
+            }
+        };
+        let cfg: WorkingConfig = parse_json("working config", value.to_string().as_bytes())?;
+        let mut engine = graph.write()?;
+        let embedder = match requested.as_ref().and_then(Value::as_str) {
+            Some("hash") => EmbedderChoice::Hash(HashEmbedder::new(384)?),
+            Some("model") => EmbedderChoice::Model(loaded_model()?),
+            None if requested.is_none() => match engine.embedder() {
+                Some(e) => e.clone(),
+                None => EmbedderChoice::Model(loaded_model()?),
+            },
+            _ => {
+                return Err(Error::invalid_argument(
+                    "embedder",
+                    format!("must be \"model\" or \"hash\", got {requested:?}"),
+                )
+                .into())
+            }
+        };
+        let report = |done: usize, total: usize| {
+            // A dead receiver is not an error: the index is still built.
+            let _ = env.send(
+                &progress,
+                (atoms::soul_mem_embed_progress(), done, total).encode(env),
+            );
+        };
+        let (wm, index_report) = with_store(&store, |s| {
+            Ok(WorkingMemory::open(&mut engine, s, embedder, cfg, &report)?)
+        })?;
+        drop(engine);
+        let handle = ResourceArc::new(WorkingResource {
+            state: Mutex::new(WorkingState { wm, store, graph }),
+        });
+        Ok((handle, to_json(&index_report)?))
+    })();
+    ok_or_error(env, result)
+}
+
+/// What to activate for: plain texts or seed sub-queries (their texts are used).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ActivateRequest {
+    #[serde(default)]
+    texts: Vec<String>,
+    #[serde(default)]
+    queries: Vec<SubQuery>,
+}
+
+/// Activates working memory for `request_json` = `{"texts": [..]}` and/or `{"queries":
+/// [sub-query..]}` (every text of the sub-queries). Returns the activation report JSON:
+/// `seeds` (`[{id (UUID), readable_id, score}]`), `loaded`, `expanded`, `released`
+/// (readable ids), `persisted`, `boundary`, `working_size`, `non_core` (counts),
+/// `truncated`, `rerun`.
+///
+/// Complexity: embedding the texts, O(texts × index) seeding, the k-hop store reads, and a
+/// release transaction when over the cap.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn working_activate<'a>(env: Env<'a>, working: WorkingHandle, request_json: String) -> Term<'a> {
+    let result = (|| {
+        let req: ActivateRequest = parse_json("activate request", request_json.as_bytes())?;
+        let mut texts: Vec<String> = req.texts;
+        for q in &req.queries {
+            for t in soul_mem_core::retrieval::QueryTexts::of(q).texts() {
+                if !texts.iter().any(|x| x == t) {
+                    texts.push(t.to_owned());
+                }
+            }
+        }
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        with_all(&working, |wm, engine, store| {
+            to_json(&wm.activate_texts(engine, store, &refs)?)
+        })
+    })();
+    ok_or_error(env, result)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ShortJson {
+    #[serde(default)]
+    messages: Vec<String>,
+    #[serde(default)]
+    summary: Option<String>,
+}
+
+/// `engine_recall` in activation mode: activate for the texts of `queries`, recall on the
+/// working graph, expand boundary notes the result reached and recall again (same call).
+/// Arguments as `engine_recall` (`queries` JSON array, `config` JSON object, `short` JSON
+/// object or `null`). Returns `{result_json, report_json}`: the result JSON of
+/// `engine_recall` and the activation report of `working_activate`.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn working_recall<'a>(
+    env: Env<'a>,
+    working: WorkingHandle,
+    queries: String,
+    config: String,
+    short: String,
+) -> Term<'a> {
+    let result = (|| {
+        let queries: Vec<SubQuery> = parse_json("queries", queries.as_bytes())?;
+        let config: PipelineConfig = parse_json("config", config.as_bytes())?;
+        config.validate()?;
+        let short: Option<ShortJson> = parse_json("short", short.as_bytes())?;
+        let short = short.map(|s| ShortContext {
+            messages: s.messages,
+            summary: s.summary,
+        });
+        with_all(&working, |wm, engine, store| {
+            let (result, report) = wm.recall(engine, store, &queries, &config, short)?;
+            Ok((engine.result_json(&result).to_string(), to_json(&report)?))
+        })
+    })();
+    ok_or_error(env, result)
+}
+
+/// Extra writes of a working checkpoint (as `store_checkpoint`), all optional.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct CheckpointExtra {
+    summary: Option<String>,
+    pop_to: Option<i64>,
+    #[serde(default)]
+    archive: Vec<String>,
+    /// Notes to delete for good (e.g. merged away by consolidation): in activation mode a
+    /// note missing from the working graph is NOT deleted by the checkpoint itself.
+    #[serde(default)]
+    delete: Vec<String>,
+}
+
+/// Partial checkpoint: the forgetting states and every note of the working graph (with all
+/// their links) plus `extra_json` (`{"summary", "pop_to", "archive": [ids], "delete": [ids]}`,
+/// as `store_checkpoint` plus `delete`) in ONE transaction; unloaded stored notes are never
+/// deleted. Archived and deleted notes leave the working graph and the long-term index.
+/// Returns `{notes, embedded, dropped}` JSON.
+///
+/// Complexity: O(working notes + links) rows written.
+#[rustler::nif(schedule = "DirtyIo")]
+fn working_checkpoint<'a>(env: Env<'a>, working: WorkingHandle, extra_json: Binary) -> Term<'a> {
+    let result = (|| {
+        let extra: CheckpointExtra = if extra_json.is_empty() {
+            CheckpointExtra::default()
+        } else {
+            parse_json("checkpoint options", extra_json.as_slice())?
+        };
+        with_all(&working, |wm, engine, store| {
+            let mut changes = Vec::new();
+            for id in &extra.archive {
+                let uuid = match engine.graph().resolve(id) {
+                    Some(u) => u,
+                    None => resolve_stored(store, id)?,
+                };
+                changes.push(Change::ArchiveNote(uuid));
+            }
+            for id in &extra.delete {
+                let uuid = match engine.graph().resolve(id) {
+                    Some(u) => u,
+                    None => resolve_stored(store, id)?,
+                };
+                changes.push(Change::DeleteNote(uuid));
+            }
+            if let Some(s) = extra.summary {
+                changes.push(Change::SetSummary(s));
+            }
+            if let Some(seq) = extra.pop_to {
+                changes.push(Change::PopMessages(seq));
+            }
+            changes.push(Change::SetMeta(META_GRAPH_SAVED.into(), "1".into()));
+            to_json(&wm.checkpoint(engine, store, &changes)?)
+        })
+    })();
+    ok_or_error(env, result)
+}
+
+/// A note only in the store: by UUID text or readable id.
+fn resolve_stored(store: &Store, id: &str) -> Result<MemoryId, NifError> {
+    let candidate = uuid::Uuid::parse_str(id)
+        .map(MemoryId)
+        .unwrap_or_else(|_| MemoryId::derive(store.character(), id));
+    match store.note(&candidate)? {
+        Some(n) => Ok(n.id),
+        None => Err(Error::NotFound(format!("note {id:?}")).into()),
+    }
+}
+
+/// State of the working memory: `{model, dim, vectors, working_size, non_core, boundary,
+/// config}` JSON. No store I/O.
+#[rustler::nif]
+fn working_info<'a>(env: Env<'a>, working: WorkingHandle) -> Term<'a> {
+    let result = (|| {
+        let guard = working.lock()?;
+        let engine = guard.graph.read()?;
+        let g = engine.graph();
+        let info = json!({
+            "model": guard.wm.model(),
+            "dim": guard.wm.dim(),
+            "vectors": guard.wm.index_len(),
+            "working_size": g.len(),
+            "non_core": g.notes().filter(|n| !n.core).count(),
+            "boundary": guard.wm.boundary(&engine).len(),
+            "config": guard.wm.config(),
+        });
+        Ok(info.to_string())
+    })();
+    ok_or_error(env, result)
+}
