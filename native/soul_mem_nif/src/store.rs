@@ -111,16 +111,18 @@ fn store_close<'a>(env: Env<'a>, handle: StoreHandle) -> Term<'a> {
 }
 
 /// Everything a restarting character needs: `{graph_or_nil, state_json}`. The graph is `nil`
-/// while no checkpoint has saved one. The state JSON holds `window` (`seq`, `role`, `text`,
+/// while no checkpoint has saved one; with `load_graph` false it is an empty graph (working
+/// memory activates notes later). The state JSON holds `window` (`seq`, `role`, `text`,
 /// `at_ms`, `tagged`), `summary`, `records` (`[id, at_ms]`) and `feedback`
 /// (`[id, value, at_ms]`), with readable note ids.
 ///
 /// Complexity: O(notes + links + window + records + feedback).
 #[rustler::nif(schedule = "DirtyIo")]
-fn store_load<'a>(env: Env<'a>, handle: StoreHandle) -> Term<'a> {
+fn store_load<'a>(env: Env<'a>, handle: StoreHandle, load_graph: bool) -> Term<'a> {
     let result = with_store(&handle, |store| {
         let saved = store.meta(META_GRAPH_SAVED)?.is_some();
-        let graph = if saved {
+        // Activation mode (`load_graph` false) reads no notes: working memory loads them.
+        let graph = if saved && load_graph {
             store.load_graph()?
         } else {
             MemoryGraph::new(store.character())

@@ -82,6 +82,7 @@ defmodule SoulMem.Character do
     :persist,
     :data_dir,
     :store_quota,
+    :working_memory,
     llm: [],
     summary: ""
   ]
@@ -119,7 +120,12 @@ defmodule SoulMem.Character do
       moduledoc;
     * `:data_dir` — where stores live (default `SoulMem.Store.data_dir/0`);
     * `:store_quota` — largest store file in 4 KiB pages (default: app env
-      `:store_quota_pages`, none); writes past it fail with `:disk_full`.
+      `:store_quota_pages`, none); writes past it fail with `:disk_full`;
+    * `:working_memory` — `:full` (the whole stored graph is loaded),
+      activation options (`SoulMem.Store.open_working/3`: `cap`, `k_hops` …;
+      recall then activates notes from the store), or `:auto` (default: app
+      env `:working_memory`): activation with defaults when the stored graph
+      has more than app env `:working_memory_threshold` (50_000) notes.
   """
   @spec start_link(keyword()) :: GenServer.on_start()
   def start_link(opts) do
@@ -323,6 +329,11 @@ defmodule SoulMem.Character do
       persist: persist,
       data_dir: data_dir,
       store_quota: opts[:store_quota] || Application.get_env(:soul_mem, :store_quota_pages),
+      working_memory:
+        working_memory!(
+          opts[:working_memory] || Application.get_env(:soul_mem, :working_memory, :auto)
+        ),
+      activation: nil,
       store: nil,
       stored: [],
       pop_to: nil,
@@ -390,6 +401,16 @@ defmodule SoulMem.Character do
     Keyword.put(rest, :config, config)
   end
 
+  defp working_memory!(w) when w in [:auto, :full], do: w
+  defp working_memory!(w) when is_list(w), do: w
+
+  defp working_memory!(other),
+    do:
+      raise(
+        ArgumentError,
+        "expected :working_memory :auto | :full | keyword, got: #{inspect(other)}"
+      )
+
   defp embedder!(e) when e in [:auto, :model, :hash, :none], do: e
 
   defp embedder!(other),
@@ -414,6 +435,7 @@ defmodule SoulMem.Character do
     case with(
            {:ok, state} <- load(state),
            :ok <- embed(state, state.memory),
+           {:ok, state} <- open_working(state),
            do: {:ok, state}
          ) do
       {:ok, state} ->
@@ -430,12 +452,46 @@ defmodule SoulMem.Character do
   end
 
   defp load(%{store: store} = state) do
-    with {:ok, stored} <- Store.load(store),
+    state = %{state | activation: activation(state)}
+
+    with {:ok, stored} <- Store.load(store, graph: state.activation == nil),
          {:ok, memory, fresh?} <- stored_or_source(state, stored),
          state = %{state | memory: memory},
          {:ok, state} <- restore(state, stored) do
       # An imported source becomes durable before the character serves.
       if fresh?, do: checkpoint(state), else: {:ok, state}
+    end
+  end
+
+  # Activation mode needs a stored graph: a new character imports its source
+  # whole first (and activates from the next start on).
+  defp activation(%{working_memory: :full}), do: nil
+
+  defp activation(state) do
+    threshold = Application.get_env(:soul_mem, :working_memory_threshold, 50_000)
+
+    case {state.working_memory, Store.info(state.store)} do
+      {_, {:ok, %{"graph_saved" => false}}} -> nil
+      {opts, {:ok, _}} when is_list(opts) -> opts
+      {:auto, {:ok, %{"notes" => notes}}} when notes > threshold -> []
+      _ -> nil
+    end
+  end
+
+  defp open_working(%{activation: nil} = state), do: {:ok, state}
+
+  defp open_working(state) do
+    case Store.open_working(state.store, state.memory, state.activation) do
+      {:ok, memory, report} ->
+        Logger.info(
+          "character #{state.id}: working memory over #{report["notes"]} stored notes " <>
+            "(#{report["embedded"]} embedded now)"
+        )
+
+        {:ok, %{state | memory: memory}}
+
+      {:error, _} = error ->
+        error
     end
   end
 

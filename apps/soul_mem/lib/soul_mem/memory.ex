@@ -16,9 +16,14 @@ defmodule SoulMem.Memory do
   alias SoulMem.{Error, JSON, Native}
 
   @enforce_keys [:ref, :character]
-  defstruct [:ref, :character]
+  defstruct [:ref, :character, working: nil]
 
-  @type t :: %__MODULE__{ref: reference(), character: String.t()}
+  @typedoc """
+  `working` is set in activation mode (`SoulMem.Store.open_working/3`): the
+  graph is then the character's working memory, a subset of its long-term
+  memory in the store, and recall activates notes from the store first.
+  """
+  @type t :: %__MODULE__{ref: reference(), character: String.t(), working: reference() | nil}
 
   @typedoc "A note id: its readable id (`\"sem_self\"`) or its UUID string."
   @type note_id :: String.t()

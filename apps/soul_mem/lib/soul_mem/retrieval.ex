@@ -58,14 +58,13 @@ defmodule SoulMem.Retrieval do
   config shape (unknown keys and out-of-range values are errors).
   """
   @spec run(Memory.t(), [map()], keyword()) :: {:ok, result()} | {:error, Error.t()}
-  def run(%Memory{ref: ref}, queries, opts \\ []) when is_list(queries) do
+  def run(%Memory{} = memory, queries, opts \\ []) when is_list(queries) do
     opts = Keyword.validate!(opts, short: nil, config: %{})
 
     with {:ok, queries_json} <- encode(queries),
          {:ok, config_json} <- encode(opts[:config]),
          {:ok, short_json} <- encode(short(opts[:short])),
-         {:ok, json} <-
-           Error.from_native(Native.engine_recall(ref, queries_json, config_json, short_json)) do
+         {:ok, json} <- recall(memory, queries_json, config_json, short_json) do
       decoded = JSON.decode!(json)
 
       {:ok,
@@ -86,6 +85,17 @@ defmodule SoulMem.Retrieval do
           {:ok, non_neg_integer()} | {:error, Error.t()}
   def record(%Memory{ref: ref}, ids, %DateTime{} = at) when is_list(ids) do
     Error.from_native(Native.engine_record(ref, ids, DateTime.to_unix(at, :millisecond)))
+  end
+
+  # Activation mode: working memory first brings the neighbourhood of the
+  # queries' seeds in from the store, then the same pipeline runs.
+  defp recall(%Memory{working: nil, ref: ref}, queries, config, short),
+    do: Error.from_native(Native.engine_recall(ref, queries, config, short))
+
+  defp recall(%Memory{working: working}, queries, config, short) do
+    with {:ok, {json, _report}} <-
+           Error.from_native(Native.working_recall(working, queries, config, short)),
+         do: {:ok, json}
   end
 
   defp short(nil), do: nil

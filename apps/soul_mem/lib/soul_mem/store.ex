@@ -90,10 +90,14 @@ defmodule SoulMem.Store do
   @doc """
   Reads everything back: the graph (`nil` when no checkpoint saved one yet),
   the window, summary, retrieval records and feedback (readable note ids).
+  With `graph: false` no note is read and the graph is empty (activation
+  mode: `open_working/3` loads notes as recall needs them).
   """
-  @spec load(t()) :: {:ok, state()} | {:error, Error.t()}
-  def load(%__MODULE__{ref: ref, character: character}) do
-    with {:ok, {graph, json}} <- Error.from_native(Native.store_load(ref)),
+  @spec load(t(), keyword()) :: {:ok, state()} | {:error, Error.t()}
+  def load(%__MODULE__{ref: ref, character: character}, opts \\ []) do
+    opts = Keyword.validate!(opts, graph: true)
+
+    with {:ok, {graph, json}} <- Error.from_native(Native.store_load(ref, opts[:graph] == true)),
          {:ok, state} <- JSON.decode(json) do
       {:ok,
        %{
@@ -125,16 +129,52 @@ defmodule SoulMem.Store do
       next time it loads).
   """
   @spec checkpoint(t(), Memory.t(), keyword()) :: :ok | {:error, Error.t()}
-  def checkpoint(%__MODULE__{ref: ref}, %Memory{ref: graph}, opts \\ []) do
+  def checkpoint(%__MODULE__{ref: ref}, %Memory{ref: graph} = memory, opts \\ []) do
     opts = Keyword.validate!(opts, [:summary, :pop_to, archive: []])
 
     extra =
       %{"archive" => opts[:archive]}
       |> put_some("summary", opts[:summary])
       |> put_some("pop_to", opts[:pop_to])
+      |> JSON.encode!()
 
-    with {:ok, _} <- Error.from_native(Native.store_checkpoint(ref, graph, JSON.encode!(extra))),
-         do: :ok
+    # A working-memory graph is a subset of the store: its checkpoint upserts
+    # the loaded notes and never deletes the others (a whole-graph save would).
+    result =
+      case memory.working do
+        nil -> Native.store_checkpoint(ref, graph, extra)
+        working -> Native.working_checkpoint(working, extra)
+      end
+
+    with {:ok, _} <- Error.from_native(result), do: :ok
+  end
+
+  @doc """
+  Switches `memory` (an empty graph from `load(store, graph: false)`) to
+  activation mode over the store: builds the long-term vector index (notes
+  lacking a vector are embedded and stored, progress messages go to
+  `progress`) and loads the core memories. Recall then activates the k-hop
+  neighbourhood of each query's seeds, releasing the least recently
+  activated notes past the cap (written back first).
+
+  Options (all optional): `:cap` (non-core notes kept, default 1000),
+  `:k_hops` (default 2), `:seeds_per_query` (5), `:min_score`,
+  `:embedder` (`"model"` or `"hash"`; default the graph's embedder).
+  Returns the memory with `working` set and the index report.
+  """
+  @spec open_working(t(), Memory.t(), keyword()) ::
+          {:ok, Memory.t(), map()} | {:error, Error.t()}
+  def open_working(%__MODULE__{ref: ref}, %Memory{ref: graph} = memory, opts \\ []) do
+    {progress, opts} = Keyword.pop(opts, :progress, self())
+
+    opts = Keyword.validate!(opts, [:cap, :k_hops, :seeds_per_query, :min_score, :embedder])
+
+    cfg = opts |> Enum.reject(fn {_k, v} -> is_nil(v) end) |> Map.new() |> JSON.encode!()
+
+    with {:ok, {working, report}} <-
+           Error.from_native(Native.working_open(ref, graph, cfg, progress)) do
+      {:ok, %{memory | working: working}, JSON.decode!(report)}
+    end
   end
 
   @doc """

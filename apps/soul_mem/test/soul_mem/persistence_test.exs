@@ -352,4 +352,32 @@ defmodule SoulMem.PersistenceTest do
       assert {:ok, %{"id" => ^note_id}} = SoulMem.get_note(id, note_id)
     end
   end
+
+  test "activation mode: a small working memory over the stored graph recalls and keeps all",
+       context do
+    id = id()
+    start(context, id)
+    stop(id)
+
+    pid = start(context, id, working_memory: [cap: 8, k_hops: 1])
+    {:ok, memory} = Character.memory(pid)
+    assert memory.working != nil
+    loaded = SoulMem.Memory.stats(memory).nodes
+    assert loaded < 53
+
+    {:ok, result} = SoulMem.recall(pid, %{text: "麻辣烫洒了"})
+    ids = Enum.map(result.memories, & &1.id)
+    assert Enum.any?(ids, &String.contains?(&1, "malatang")), inspect(ids)
+    assert SoulMem.Memory.stats(memory).nodes <= 8 + 20
+
+    :ok = Character.push(pid, user("还记得吗"))
+    assert :ok = Character.force(pid, :persist)
+    stop(id)
+
+    # Nothing unloaded was lost: the full character is still all there.
+    start(context, id, working_memory: :full)
+    {:ok, memory} = Character.memory(id)
+    assert SoulMem.Memory.stats(memory).nodes == 53
+    assert texts(id) == ["还记得吗"]
+  end
 end
