@@ -2,7 +2,7 @@
 //! the next recall finds the new notes), list the most active notes for the extraction prompt,
 //! and find Semantic notes that share a name. Structured data crosses as JSON binaries.
 
-use crate::error::{ok_or_error, NifError};
+use crate::error::{ok_or_error, parse_json, NifError};
 use crate::graph::Handle;
 use rustler::{Binary, Env, Term};
 use soul_mem_core::consolidate::{self, ChangeSet, ConsolidateConfig};
@@ -10,17 +10,6 @@ use soul_mem_core::engine::EmbedderChoice;
 use soul_mem_core::retrieval::TextEmbedder;
 use soul_mem_core::Error;
 use std::collections::BTreeMap;
-
-fn parse_json<T: serde::de::DeserializeOwned>(what: &str, json: &str) -> Result<T, NifError> {
-    let mut de = serde_json::Deserializer::from_str(json);
-    serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        NifError::from(Error::InvalidJson(format!(
-            "{what}: {} at {}",
-            e.inner(),
-            e.path()
-        )))
-    })
-}
 
 fn config(json: &str) -> Result<ConsolidateConfig, NifError> {
     let cfg: ConsolidateConfig = parse_json("config", json)?;

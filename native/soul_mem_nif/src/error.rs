@@ -39,3 +39,19 @@ pub fn ok_or_error<'a, T: Encoder>(env: Env<'a>, result: Result<T, NifError>) ->
         Err(e) => e.encode(env),
     }
 }
+
+/// Decodes a JSON argument; a malformed one is an `invalid_json` error naming the argument and
+/// the path of the bad value.
+pub fn parse_json<T: serde::de::DeserializeOwned>(
+    what: &str,
+    json: impl AsRef<[u8]>,
+) -> Result<T, NifError> {
+    let mut de = serde_json::Deserializer::from_slice(json.as_ref());
+    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        NifError::from(soul_mem_core::Error::InvalidJson(format!(
+            "{what}: {} at {}",
+            e.inner(),
+            e.path()
+        )))
+    })
+}

@@ -2,7 +2,7 @@
 //! DefaultPipeline, record retrievals, and jieba text helpers. Structured data crosses the
 //! boundary as JSON binaries (decoded by `SoulMem.JSON` on the Elixir side).
 
-use crate::error::{ok_or_error, NifError};
+use crate::error::{ok_or_error, parse_json, NifError};
 use crate::graph::Handle;
 use rustler::{Encoder, Env, LocalPid, Term};
 use soul_mem_core::engine::{EmbedderChoice, ModelEmbedder};
@@ -87,17 +87,6 @@ fn graph_embed<'a>(env: Env<'a>, handle: Handle, embedder: String, progress: Loc
         Ok(name)
     });
     ok_or_error(env, result)
-}
-
-fn parse_json<T: serde::de::DeserializeOwned>(what: &str, json: &str) -> Result<T, NifError> {
-    let mut de = serde_json::Deserializer::from_str(json);
-    serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        NifError::from(Error::InvalidJson(format!(
-            "{what}: {} at {}",
-            e.inner(),
-            e.path()
-        )))
-    })
 }
 
 /// Runs the DefaultPipeline. `queries` is a JSON array of seed sub-queries, `config` a JSON

@@ -3,7 +3,7 @@
 //! readable id; the store keeps UUIDs, so calls that name notes take the graph handle to
 //! resolve them. Structured results are JSON binaries (decoded by `SoulMem.JSON`).
 
-use crate::error::{ok_or_error, NifError};
+use crate::error::{ok_or_error, parse_json, NifError};
 use crate::graph::{GraphResource, Handle};
 use chrono::{DateTime, Utc};
 use rustler::{Binary, Env, ResourceArc, Term};
@@ -166,17 +166,45 @@ fn store_load<'a>(env: Env<'a>, handle: StoreHandle, load_graph: bool) -> Term<'
     ok_or_error(env, result)
 }
 
-/// Extra writes of a checkpoint, all optional.
+/// Extra writes of a checkpoint (`store_checkpoint`, `working_checkpoint`), all optional.
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
-struct CheckpointExtra {
+pub(crate) struct CheckpointExtra {
     /// New running summary.
-    summary: Option<String>,
+    pub summary: Option<String>,
     /// Drop window messages up to this sequence number.
-    pop_to: Option<i64>,
+    pub pop_to: Option<i64>,
     /// Readable ids (or UUIDs) of notes to archive: kept in the store, out of the graph.
     #[serde(default)]
-    archive: Vec<String>,
+    pub archive: Vec<String>,
+    /// Notes to delete for good (e.g. merged away by consolidation). A whole-graph checkpoint
+    /// deletes what the graph no longer holds anyway; a working-memory one needs the list.
+    #[serde(default)]
+    pub delete: Vec<String>,
+}
+
+impl CheckpointExtra {
+    /// Decodes the options; empty means none.
+    pub fn parse(json: &[u8]) -> Result<Self, NifError> {
+        if json.is_empty() {
+            Ok(Self::default())
+        } else {
+            parse_json("checkpoint options", json)
+        }
+    }
+
+    /// The writes that close every checkpoint: summary, popped messages, "graph saved".
+    pub fn closing_changes(&mut self) -> Vec<Change> {
+        let mut changes = Vec::new();
+        if let Some(s) = self.summary.take() {
+            changes.push(Change::SetSummary(s));
+        }
+        if let Some(seq) = self.pop_to.take() {
+            changes.push(Change::PopMessages(seq));
+        }
+        changes.push(Change::SetMeta(META_GRAPH_SAVED.into(), "1".into()));
+        changes
+    }
 }
 
 /// Writes the whole graph plus `extra_json` (see [`CheckpointExtra`]) and the graph's
@@ -193,13 +221,8 @@ fn store_checkpoint<'a>(
     extra_json: Binary,
 ) -> Term<'a> {
     let result = (|| {
-        let extra: CheckpointExtra = if extra_json.is_empty() {
-            CheckpointExtra::default()
-        } else {
-            serde_json::from_slice(extra_json.as_slice())
-                .map_err(|e| Error::InvalidJson(format!("checkpoint options: {e}")))?
-        };
-        // Archived notes leave working memory: take them out of the graph first (so the
+        let mut extra = CheckpointExtra::parse(extra_json.as_slice())?;
+        // Archived (and deleted) notes leave working memory: take them out of the graph first (so the
         // save does not write them back as active) and put them back if the write fails.
         let mut engine = graph.write()?;
         let mut archive = Vec::with_capacity(extra.archive.len());
@@ -210,10 +233,17 @@ fn store_checkpoint<'a>(
                     archive.push(uuid);
                     removed.extend(engine.graph_mut().remove(&uuid));
                 }
-                None => {
-                    let character = engine.graph().character().to_owned();
-                    archive.push(with_store(&handle, |s| resolve_stored(s, &character, id))?);
+                None => archive.push(with_store(&handle, |s| resolve_stored(s, id))?),
+            }
+        }
+        let mut deleted = Vec::with_capacity(extra.delete.len());
+        for id in &extra.delete {
+            match engine.graph().resolve(id) {
+                Some(uuid) => {
+                    deleted.push(uuid);
+                    engine.graph_mut().remove(&uuid);
                 }
+                None => deleted.push(with_store(&handle, |s| resolve_stored(s, id))?),
             }
         }
         let saved = with_store(&handle, |store| {
@@ -227,13 +257,8 @@ fn store_checkpoint<'a>(
             // saved): write it, then archive it.
             changes.extend(removed.iter().map(|n| Change::PutNote(n.clone())));
             changes.extend(archive.iter().map(|id| Change::ArchiveNote(*id)));
-            if let Some(s) = extra.summary {
-                changes.push(Change::SetSummary(s));
-            }
-            if let Some(seq) = extra.pop_to {
-                changes.push(Change::PopMessages(seq));
-            }
-            changes.push(Change::SetMeta(META_GRAPH_SAVED.into(), "1".into()));
+            changes.extend(deleted.iter().map(|id| Change::DeleteNote(*id)));
+            changes.extend(extra.closing_changes());
             store.checkpoint(engine.graph(), &changes)?;
             Ok("saved")
         });
@@ -249,10 +274,10 @@ fn store_checkpoint<'a>(
 }
 
 /// A note that is only in the store (archived or released): by UUID text or readable id.
-fn resolve_stored(store: &Store, character: &str, id: &str) -> Result<MemoryId, NifError> {
+pub(crate) fn resolve_stored(store: &Store, id: &str) -> Result<MemoryId, NifError> {
     let candidate = uuid::Uuid::parse_str(id)
         .map(MemoryId)
-        .unwrap_or_else(|_| MemoryId::derive(character, id));
+        .unwrap_or_else(|_| MemoryId::derive(store.character(), id));
     match store.note(&candidate)? {
         Some(n) => Ok(n.id),
         None => Err(Error::NotFound(format!("note {id:?}")).into()),

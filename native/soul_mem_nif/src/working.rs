@@ -5,23 +5,19 @@
 //! takes only that handle. Locks are taken working → graph → store (the graph → store order
 //! of the store NIFs). Structured results are JSON binaries.
 
-use crate::error::{ok_or_error, NifError};
+use crate::error::{ok_or_error, parse_json, NifError};
 use crate::graph::Handle;
 use crate::retrieval::loaded_model;
-use crate::store::{with_store, StoreResource};
+use crate::store::{resolve_stored, with_store, CheckpointExtra, StoreResource};
 use rustler::{Binary, Encoder, Env, LocalPid, ResourceArc, Term};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use soul_mem_core::engine::EmbedderChoice;
-use soul_mem_core::model::MemoryId;
 use soul_mem_core::retrieval::{HashEmbedder, PipelineConfig, ShortContext, SubQuery};
 use soul_mem_core::store::{Change, Store};
 use soul_mem_core::working::{WorkingConfig, WorkingMemory};
 use soul_mem_core::Error;
 use std::sync::{Mutex, MutexGuard};
-
-/// Meta key the store NIFs use to say "a graph was saved" (see store.rs).
-const META_GRAPH_SAVED: &str = "graph_saved";
 
 mod atoms {
     rustler::atoms! { soul_mem_embed_progress }
@@ -47,17 +43,6 @@ impl WorkingResource {
     fn lock(&self) -> Result<MutexGuard<'_, WorkingState>, NifError> {
         self.state.lock().map_err(|_| NifError::Poisoned)
     }
-}
-
-fn parse_json<T: serde::de::DeserializeOwned>(what: &str, json: &[u8]) -> Result<T, NifError> {
-    let mut de = serde_json::Deserializer::from_slice(json);
-    serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        NifError::from(Error::InvalidJson(format!(
-            "{what}: {} at {}",
-            e.inner(),
-            e.path()
-        )))
-    })
 }
 
 fn to_json<T: serde::Serialize>(v: &T) -> Result<String, NifError> {
@@ -223,20 +208,6 @@ fn working_recall<'a>(
     ok_or_error(env, result)
 }
 
-/// Extra writes of a working checkpoint (as `store_checkpoint`), all optional.
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct CheckpointExtra {
-    summary: Option<String>,
-    pop_to: Option<i64>,
-    #[serde(default)]
-    archive: Vec<String>,
-    /// Notes to delete for good (e.g. merged away by consolidation): in activation mode a
-    /// note missing from the working graph is NOT deleted by the checkpoint itself.
-    #[serde(default)]
-    delete: Vec<String>,
-}
-
 /// Partial checkpoint: the forgetting states and every note of the working graph (with all
 /// their links) plus `extra_json` (`{"summary", "pop_to", "archive": [ids], "delete": [ids]}`,
 /// as `store_checkpoint` plus `delete`) in ONE transaction; unloaded stored notes are never
@@ -247,11 +218,7 @@ struct CheckpointExtra {
 #[rustler::nif(schedule = "DirtyIo")]
 fn working_checkpoint<'a>(env: Env<'a>, working: WorkingHandle, extra_json: Binary) -> Term<'a> {
     let result = (|| {
-        let extra: CheckpointExtra = if extra_json.is_empty() {
-            CheckpointExtra::default()
-        } else {
-            parse_json("checkpoint options", extra_json.as_slice())?
-        };
+        let mut extra = CheckpointExtra::parse(extra_json.as_slice())?;
         with_all(&working, |wm, engine, store| {
             let mut changes = Vec::new();
             for id in &extra.archive {
@@ -268,28 +235,11 @@ fn working_checkpoint<'a>(env: Env<'a>, working: WorkingHandle, extra_json: Bina
                 };
                 changes.push(Change::DeleteNote(uuid));
             }
-            if let Some(s) = extra.summary {
-                changes.push(Change::SetSummary(s));
-            }
-            if let Some(seq) = extra.pop_to {
-                changes.push(Change::PopMessages(seq));
-            }
-            changes.push(Change::SetMeta(META_GRAPH_SAVED.into(), "1".into()));
+            changes.extend(extra.closing_changes());
             to_json(&wm.checkpoint(engine, store, &changes)?)
         })
     })();
     ok_or_error(env, result)
-}
-
-/// A note only in the store: by UUID text or readable id.
-fn resolve_stored(store: &Store, id: &str) -> Result<MemoryId, NifError> {
-    let candidate = uuid::Uuid::parse_str(id)
-        .map(MemoryId)
-        .unwrap_or_else(|_| MemoryId::derive(store.character(), id));
-    match store.note(&candidate)? {
-        Some(n) => Ok(n.id),
-        None => Err(Error::NotFound(format!("note {id:?}")).into()),
-    }
 }
 
 /// State of the working memory: `{model, dim, vectors, working_size, non_core, boundary,

@@ -16,6 +16,9 @@ use soul_mem_core::forget::{
 use soul_mem_core::model::NodeKind;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Instant;
+
+use crate::report::{self, Align, JsonDest, Printer, Table};
 
 /// The scripted reviser's guess for every masked word.
 pub const SCRIPTED_GUESS: &str = "那个";
@@ -442,25 +445,89 @@ fn inputs(target: &Path) -> Result<Vec<PathBuf>, String> {
     }
 }
 
-/// Entry point: `soul_tune forget [--json] FILE|DIR`. Exit 0 when every case passes, 1 on
-/// failures, 2 on usage or input errors.
+/// Usage text of the subcommand.
+pub const USAGE: &str = "soul_tune forget FILE|DIR... [--json OUT|-]";
+
+fn parse_args(args: &[String]) -> Result<(Vec<PathBuf>, Option<JsonDest>), String> {
+    let mut targets = Vec::new();
+    let mut json_dest = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--json" => {
+                let v = it
+                    .next()
+                    .ok_or("--json needs a value (a path, or - for stdout)")?;
+                json_dest = Some(JsonDest::parse(v));
+            }
+            s if s.starts_with("--") => return Err(format!("unknown option {s}")),
+            s => targets.push(PathBuf::from(s)),
+        }
+    }
+    if targets.is_empty() {
+        return Err("no Forget JSON file or directory given".into());
+    }
+    Ok((targets, json_dest))
+}
+
+/// The per-file summary table of the forget suite.
+fn summary_table() -> Table {
+    let r = Align::Right;
+    Table::new()
+        .col("cases", r)
+        .col("passed", r)
+        .col("failed", r)
+        .group()
+        .col("pass%", r)
+        .col("trigger%", r)
+        .col("mean md", r)
+        .group()
+        .col("time", r)
+        .group()
+        .label("file")
+}
+
+fn summary_cells(s: &Value, secs: Option<f64>, label: &str) -> Vec<String> {
+    vec![
+        s["cases"].to_string(),
+        s["passed"].to_string(),
+        s["failed"].to_string(),
+        report::pct(s["pass_rate"].as_f64()),
+        report::pct(s["trigger_rate"].as_f64()),
+        report::num(s["mean_missing_degree"].as_f64()),
+        secs.map_or(String::new(), report::secs),
+        label.to_owned(),
+    ]
+}
+
+/// Entry point: `soul_tune forget FILE|DIR... [--json OUT|-]`. Exit 0 when every case passes,
+/// 1 on failures, 2 on usage or input errors. The report has the shared format of
+/// [`crate::report`]: per file a case table, then one summary table (per file + TOTAL).
 pub fn run(args: &[String]) -> ExitCode {
-    let json_out = args.iter().any(|a| a == "--json");
-    let targets: Vec<&String> = args.iter().filter(|a| *a != "--json").collect();
-    let [target] = targets.as_slice() else {
-        eprintln!("usage: soul_tune forget [--json] FILE|DIR");
-        return ExitCode::from(2);
-    };
-    let files = match inputs(Path::new(target.as_str())) {
-        Ok(f) => f,
+    let (targets, json_dest) = match parse_args(args) {
+        Ok(a) => a,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {e}\nusage: {USAGE}");
             return ExitCode::from(2);
         }
     };
+    let mut files = Vec::new();
+    for target in &targets {
+        match inputs(target) {
+            Ok(f) => files.extend(f),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let out = Printer::new(json_dest.as_ref());
+    let t0 = Instant::now();
     let mut all = Vec::new();
     let mut reports = Vec::new();
+    let mut summaries = summary_table();
     for path in &files {
+        let t_file = Instant::now();
         let file = match load(path) {
             Ok(f) => f,
             Err(e) => {
@@ -468,21 +535,24 @@ pub fn run(args: &[String]) -> ExitCode {
                 return ExitCode::from(2);
             }
         };
-        if !json_out {
-            println!(
-                "== {} ({}) — {}",
-                file.name,
-                path.display(),
-                file.description
-            );
-            println!(
-                "   reviser: SCRIPTED (each [masked] → {SCRIPTED_GUESS:?}; no LLM); half-life {} h, active_factor {}, cap {}",
-                file.config.base_half_life_hours,
-                file.config.active_factor,
-                file.config.max_activation_cap
-            );
-        }
-        let mut cases = Vec::new();
+        out.line(format!(
+            "== {} ({}) — {}",
+            file.name,
+            path.display(),
+            file.description
+        ));
+        out.line(format!(
+            "   reviser: SCRIPTED (each [masked] → {SCRIPTED_GUESS:?}; no LLM); half-life {} h, active_factor {}, cap {}",
+            file.config.base_half_life_hours,
+            file.config.active_factor,
+            file.config.max_activation_cap
+        ));
+        let mut table = Table::new()
+            .col("result", Align::Left)
+            .col("kind", Align::Left)
+            .col("case", Align::Left)
+            .label("detail");
+        let mut outcomes = Vec::new();
         for case in &file.test_cases {
             let o = match run_case(case, &file.config) {
                 Ok(o) => o,
@@ -491,39 +561,65 @@ pub fn run(args: &[String]) -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            if !json_out {
-                println!(
-                    "   {} [{}] {}: {}",
-                    if o.passed { "PASS" } else { "FAIL" },
-                    o.kind,
-                    o.name,
-                    o.detail.trim_end()
-                );
-            }
-            cases.push(json!({
-                "name": o.name, "kind": o.kind, "passed": o.passed, "detail": o.detail.trim_end(),
-            }));
-            all.push(o);
+            table.push(vec![
+                if o.passed { "PASS" } else { "FAIL" }.into(),
+                o.kind.into(),
+                o.name.clone(),
+                o.detail.trim_end().to_owned(),
+            ]);
+            outcomes.push(o);
         }
-        reports
-            .push(json!({"file": path.display().to_string(), "name": file.name, "cases": cases}));
+        out.line(table.render());
+        let summary = summarise(&outcomes);
+        let secs = t_file.elapsed().as_secs_f64();
+        summaries.push(summary_cells(
+            &summary,
+            Some(secs),
+            &path.display().to_string(),
+        ));
+        let cases: Vec<Value> = outcomes
+            .iter()
+            .map(|o| {
+                json!({
+                    "name": o.name, "kind": o.kind, "passed": o.passed,
+                    "detail": o.detail.trim_end(), "missing_degrees": o.degrees,
+                })
+            })
+            .collect();
+        reports.push(json!({
+            "file": path.display().to_string(), "name": file.name,
+            "description": file.description, "config": file.config,
+            "summary": summary, "secs": secs, "cases": cases,
+        }));
+        all.extend(outcomes);
     }
     let summary = summarise(&all);
-    if json_out {
-        let out = json!({"reviser": "scripted", "files": reports, "summary": summary});
-        println!("{out:#}");
-    } else {
-        println!(
-            "cases {} passed {} failed {} | pass rate {:.1}% | trigger rate {} | mean missing degree {:.3}",
-            summary["cases"],
-            summary["passed"],
-            summary["failed"],
-            summary["pass_rate"].as_f64().unwrap_or(0.0) * 100.0,
-            summary["trigger_rate"]
-                .as_f64()
-                .map_or("n/a".to_owned(), |r| format!("{:.1}%", r * 100.0)),
-            summary["mean_missing_degree"].as_f64().unwrap_or(0.0),
+    summaries.push(summary_cells(&summary, None, "TOTAL"));
+    out.line(format!("\n{}", summaries.render()));
+    out.line(
+        "\npass% = cases whose checks all hold; trigger% = T5 cases that should forget and did \
+(over those that should); mean md = mean of every missing degree computed.",
+    );
+    let wall = t0.elapsed().as_secs_f64();
+    out.line(format!("\nwall {wall:.2}s ({} file(s))", files.len()));
+    if let Some(dest) = &json_dest {
+        let doc = report::envelope(
+            "forget",
+            json!({"reviser": "scripted", "scripted_guess": SCRIPTED_GUESS}),
+            json!({
+                "passed": "every check of the case holds (T1 monotone in time, T2 recalls slow forgetting, T3 calibrated magnitude, T4 action bands, T5 effect on the text)",
+                "trigger_rate": "T5 cases that should forget and did, over those that should",
+                "mean_missing_degree": "mean of every missing degree the cases computed",
+            }),
+            json!({"all": {"summary": summary}}),
+            reports,
+            Vec::new(),
+            json!({"wall_secs": wall}),
         );
+        if let Err(e) = dest.emit(&Value::Object(doc), &out) {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
     }
     if all.iter().all(|o| o.passed) {
         ExitCode::SUCCESS
@@ -542,22 +638,14 @@ fn summarise(all: &[Outcome]) -> Value {
         .filter(|(s, _)| *s)
         .map(|(_, t)| t)
         .collect();
-    let trigger_rate = if should.is_empty() {
-        Value::Null
-    } else {
-        json!(should.iter().filter(|t| **t).count() as f64 / should.len() as f64)
-    };
+    let trigger_rate = report::ratio(should.iter().filter(|t| **t).count() as f64, should.len());
     let degrees: Vec<f64> = all.iter().flat_map(|o| o.degrees.iter().copied()).collect();
-    let mean = if degrees.is_empty() {
-        0.0
-    } else {
-        degrees.iter().sum::<f64>() / degrees.len() as f64
-    };
+    let mean = report::ratio(degrees.iter().sum::<f64>(), degrees.len()).unwrap_or(0.0);
     json!({
         "cases": all.len(),
         "passed": passed,
         "failed": all.len() - passed,
-        "pass_rate": if all.is_empty() { 0.0 } else { passed as f64 / all.len() as f64 },
+        "pass_rate": report::ratio(passed as f64, all.len()).unwrap_or(0.0),
         "trigger_rate": trigger_rate,
         "mean_missing_degree": mean,
     })

@@ -4,10 +4,12 @@ use std::process::ExitCode;
 
 mod bench;
 mod forget;
+mod report;
 mod retrieve;
+mod working;
 
 fn usage() -> &'static str {
-    "usage: soul_tune stats <graph.json>\n       soul_tune bench retrieval [--sizes 1000,10000,100000] [--parallel]\n       soul_tune forget [--json] FILE|DIR\n       soul_tune retrieve <question.json|DIR>... [--mode embedding|association|full|all] [--batch] [--json OUT] [--embedder model|hash] [--cache PATH|none] [--threshold F] [--sweep JSON] [--action-temperature T] [--score-dist] [--verbose]"
+    "usage: soul_tune stats <graph.json>\n       soul_tune bench retrieval [--sizes 1000,10000,100000] [--parallel]\n       soul_tune bench working [--nodes 100000] [--working 1000] [--queries 200] [--k-hops 2] [--no-rerun] [--dir DIR] [--json OUT|-]\n       soul_tune forget FILE|DIR... [--json OUT|-]\n       soul_tune retrieve <question.json|DIR>... [--mode embedding|association|full|all] [--batch] [--json OUT|-] [--embedder model|hash] [--cache PATH|none] [--threshold F] [--sweep JSON] [--action-temperature T] [--score-dist] [--verbose]"
 }
 
 fn bench_cmd(args: &[String]) -> ExitCode {
@@ -80,6 +82,9 @@ fn main() -> ExitCode {
         }
         Some("bench") if args.get(1).map(String::as_str) == Some("retrieval") => {
             bench_cmd(&args[2..])
+        }
+        Some("bench") if args.get(1).map(String::as_str) == Some("working") => {
+            working::run(&args[2..])
         }
         Some("forget") => forget::run(&args[1..]),
         Some("retrieve") => retrieve::run(&args[1..]),

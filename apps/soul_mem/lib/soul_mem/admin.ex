@@ -65,16 +65,7 @@ defmodule SoulMem.Admin do
   """
   @spec export(String.t() | pid(), Path.t()) :: :ok | {:error, term()}
   def export(character, path) do
-    tmp = "#{path}.tmp-#{System.unique_integer([:positive])}"
-
     with {:ok, json} <- Character.export(character),
-         :ok <- File.write(tmp, json, [:sync]),
-         :ok <- File.rename(tmp, path) do
-      :ok
-    else
-      {:error, _} = error ->
-        File.rm(tmp)
-        error
-    end
+         do: SoulMem.JSON.write_file_atomic(path, json)
   end
 end

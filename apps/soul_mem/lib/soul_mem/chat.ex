@@ -13,11 +13,12 @@ defmodule SoulMem.Chat do
 
   Options: `:llm` — keyword options for `SoulMem.LLM.chat/2` (default `[]`: application
   config), `false` to skip the reply; `:timeout` — character call timeout (default 30 s: the
-  first recall may embed the graph).
+  first recall may embed the graph); `:partner` — who is talking to the character (a name;
+  small models confuse who did what without it).
   """
   @spec turn(String.t() | pid(), String.t(), keyword()) :: {:ok, turn()} | {:error, term()}
   def turn(character, text, opts \\ []) when is_binary(text) do
-    opts = Keyword.validate!(opts, llm: [], timeout: 30_000)
+    opts = Keyword.validate!(opts, [:partner, llm: [], timeout: 30_000])
 
     if String.trim(text) == "" do
       {:error, :empty_text}
@@ -32,11 +33,15 @@ defmodule SoulMem.Chat do
     end
   end
 
-  defp reply(_character, _recall, _text, llm: false, timeout: _), do: {nil, nil}
-
   defp reply(character, recall, text, opts) do
+    if opts[:llm] == false,
+      do: {nil, nil},
+      else: llm_reply(character, recall, text, opts)
+  end
+
+  defp llm_reply(character, recall, text, opts) do
     messages = [
-      %{role: :system, content: system_prompt(recall)},
+      %{role: :system, content: system_prompt(recall, opts[:partner])},
       %{role: :user, content: text}
     ]
 
@@ -52,17 +57,24 @@ defmodule SoulMem.Chat do
   end
 
   @doc """
-  The system prompt for the character's reply: who it is (core memories) and the rendered
-  context block.
+  The system prompt for the character's reply: who it is (core memories), who it is talking
+  to (`partner`, when known) and the rendered context block.
   """
-  @spec system_prompt(SoulMem.recall_result()) :: String.t()
-  def system_prompt(recall) do
+  @spec system_prompt(SoulMem.recall_result(), String.t() | nil) :: String.t()
+  def system_prompt(recall, partner \\ nil) do
     name =
       Enum.find_value(recall.core, "这个角色", fn item ->
         if item.id == "sem_self", do: item.content |> String.split("：") |> hd()
       end)
 
-    "你是#{name}。请始终以#{name}的身份、用第一人称和自然的口语回答，" <>
+    talking_to =
+      if is_binary(partner) and partner != "",
+        do: "正在和你说话的是#{partner}（对话里的“用户”就是#{partner}）。",
+        else: ""
+
+    "你是#{name}。" <>
+      talking_to <>
+      "请始终以#{name}的身份、用第一人称和自然的口语回答，" <>
       "只使用下面的记忆与对话，不要编造记忆里没有的经历。\n\n" <> recall.context
   end
 end

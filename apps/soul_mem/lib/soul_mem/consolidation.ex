@@ -314,10 +314,5 @@ defmodule SoulMem.Consolidation do
 
   defp encode(term) when is_binary(term), do: {:ok, term}
 
-  defp encode(term) do
-    case JSON.encode(term) do
-      {:ok, json} -> {:ok, json}
-      {:error, reason} -> {:error, Error.new(:invalid_json, "cannot encode: #{inspect(reason)}")}
-    end
-  end
+  defp encode(term), do: JSON.encode_arg(term)
 end

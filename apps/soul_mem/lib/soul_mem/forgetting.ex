@@ -330,10 +330,5 @@ defmodule SoulMem.Forgetting do
   defp now_ms(other),
     do: raise(ArgumentError, "expected :now to be a DateTime, got: #{inspect(other)}")
 
-  defp encode(term) do
-    case JSON.encode(term) do
-      {:ok, json} -> {:ok, json}
-      {:error, reason} -> {:error, Error.new(:invalid_json, "cannot encode: #{inspect(reason)}")}
-    end
-  end
+  defp encode(term), do: JSON.encode_arg(term)
 end

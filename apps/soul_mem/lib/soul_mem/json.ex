@@ -45,6 +45,45 @@ defmodule SoulMem.JSON do
   end
 
   @doc """
+  Encodes `term` for a native call: like `encode/1`, but a term JSON cannot
+  express fails with a `SoulMem.Error` of reason `:invalid_json`, as the
+  native side reports malformed JSON.
+  """
+  @spec encode_arg(term()) :: {:ok, binary()} | {:error, SoulMem.Error.t()}
+  def encode_arg(term) do
+    case encode(term) do
+      {:ok, json} ->
+        {:ok, json}
+
+      {:error, reason} ->
+        {:error, SoulMem.Error.new(:invalid_json, "cannot encode: #{inspect(reason)}")}
+    end
+  end
+
+  @doc """
+  Writes `data` to `path` through a temporary file in the same directory,
+  synced and then renamed over `path`, so `path` never holds a half-written
+  file (a crash leaves the old one or the new one). `:mode` sets the file
+  mode (e.g. `0o600` for secrets) before the rename. Creates the directory.
+  """
+  @spec write_file_atomic(Path.t(), iodata(), keyword()) :: :ok | {:error, File.posix()}
+  def write_file_atomic(path, data, opts \\ []) do
+    opts = Keyword.validate!(opts, mode: nil)
+    tmp = "#{path}.tmp-#{System.unique_integer([:positive])}"
+
+    with :ok <- File.mkdir_p(Path.dirname(path)),
+         :ok <- File.write(tmp, data, [:sync]),
+         :ok <- if(opts[:mode], do: File.chmod(tmp, opts[:mode]), else: :ok),
+         :ok <- File.rename(tmp, path) do
+      :ok
+    else
+      {:error, _} = error ->
+        File.rm(tmp)
+        error
+    end
+  end
+
+  @doc """
   Decodes a JSON binary (or iodata).
 
   Returns `{:error, {reason, byte_offset}}` for malformed input, for example

@@ -104,12 +104,7 @@ defmodule SoulMem.Retrieval do
     %{"messages" => Map.get(s, :messages, []), "summary" => Map.get(s, :summary)}
   end
 
-  defp encode(term) do
-    case JSON.encode(term) do
-      {:ok, json} -> {:ok, json}
-      {:error, reason} -> {:error, Error.new(:invalid_json, "cannot encode: #{inspect(reason)}")}
-    end
-  end
+  defp encode(term), do: JSON.encode_arg(term)
 
   @keys Map.new(
           ~w(id uuid kind content score stage seeds core action_type)a,

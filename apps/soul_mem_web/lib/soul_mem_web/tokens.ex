@@ -292,17 +292,6 @@ defmodule SoulMemWeb.Tokens do
       end)
 
     json = SoulMem.JSON.encode!(%{"version" => 1, "tokens" => tokens})
-    tmp = file <> ".tmp#{System.unique_integer([:positive])}"
-
-    with :ok <- File.mkdir_p(Path.dirname(file)),
-         :ok <- File.write(tmp, json, [:sync]),
-         :ok <- File.chmod(tmp, 0o600),
-         :ok <- File.rename(tmp, file) do
-      :ok
-    else
-      {:error, _} = error ->
-        File.rm(tmp)
-        error
-    end
+    SoulMem.JSON.write_file_atomic(file, json, mode: 0o600)
   end
 end

@@ -37,7 +37,7 @@ defmodule Mix.Tasks.Soul.Chat do
     # The first call waits for loading and embedding in the character's handle_continue.
     {:ok, info} = SoulMem.Character.info(pid, 600_000)
     shell = Mix.shell()
-    shell.info("#{character}: #{inspect(Map.take(info, [:nodes, :state]))}")
+    shell.info("#{character}: #{info.stats.nodes} memories, #{info.stats.links} links")
 
     case SoulMem.LLM.chat([%{role: :user, content: "ping"}], retries: 0, timeout: 2_000) do
       {:error, :not_configured} ->

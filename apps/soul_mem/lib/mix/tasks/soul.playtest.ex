@@ -113,7 +113,7 @@ defmodule Mix.Tasks.Soul.Playtest do
       messages
       |> Enum.with_index(1)
       |> Enum.map(fn {text, index} ->
-        case play_turn(pid, index, text, llm) do
+        case play_turn(pid, index, text, llm, dialogue.role) do
           {:ok, turn} ->
             shell.info(format_turn(turn))
             turn
@@ -343,14 +343,20 @@ defmodule Mix.Tasks.Soul.Playtest do
   (id, stage, score, seeds, content), the rendered context, the reply or the LLM error and the
   latency in milliseconds.
   """
-  @spec play_turn(pid() | String.t(), pos_integer(), String.t(), keyword() | false) ::
+  @spec play_turn(
+          pid() | String.t(),
+          pos_integer(),
+          String.t(),
+          keyword() | false,
+          String.t() | nil
+        ) ::
           {:ok, turn_trace()} | {:error, term()}
-  def play_turn(character, index, text, llm) do
+  def play_turn(character, index, text, llm, partner \\ nil) do
     started = System.monotonic_time(:microsecond)
 
-    # Option order matters: SoulMem.Chat matches `[llm: false, timeout: _]` on the validated
-    # options, which Keyword.validate!/2 (Elixir 1.14) returns in reverse input order.
-    with {:ok, turn} <- SoulMem.Chat.turn(character, text, timeout: 120_000, llm: llm) do
+    # The dialogue's role tells the LLM who is talking to the character.
+    with {:ok, turn} <-
+           SoulMem.Chat.turn(character, text, timeout: 120_000, llm: llm, partner: partner) do
       elapsed = System.monotonic_time(:microsecond) - started
 
       {:ok,
@@ -383,7 +389,7 @@ defmodule Mix.Tasks.Soul.Playtest do
   defp llm_error(:not_configured), do: "not_configured"
   defp llm_error(reason), do: inspect(reason, limit: 20, printable_limit: 300)
 
-  @doc "The printed form of one played turn (see `play_turn/4`)."
+  @doc "The printed form of one played turn (see `play_turn/5`)."
   @spec format_turn(turn_trace()) :: String.t()
   def format_turn(turn) do
     queries =
@@ -453,7 +459,7 @@ defmodule Mix.Tasks.Soul.Playtest do
   @doc """
   The JSON trace of a run: `dialogue` (name, file, role), `character`, `graph` (path or
   `null` for a stored character), `llm` (`model`, `base_url`, or `null` when off), `turns`
-  (see `play_turn/4`) and `summary` (turn count, replies, LLM errors, total and mean turn
+  (see `play_turn/5`) and `summary` (turn count, replies, LLM errors, total and mean turn
   latency, recalled memories per stage).
   """
   @spec trace(%{
