@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use crate::report::{self, Align, JsonDest, Printer, Table};
+use crate::report::{self, Align, Printer, Table};
 
 /// The scripted reviser's guess for every masked word.
 pub const SCRIPTED_GUESS: &str = "那个";
@@ -448,28 +448,6 @@ fn inputs(target: &Path) -> Result<Vec<PathBuf>, String> {
 /// Usage text of the subcommand.
 pub const USAGE: &str = "soul_tune forget FILE|DIR... [--json OUT|-]";
 
-fn parse_args(args: &[String]) -> Result<(Vec<PathBuf>, Option<JsonDest>), String> {
-    let mut targets = Vec::new();
-    let mut json_dest = None;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--json" => {
-                let v = it
-                    .next()
-                    .ok_or("--json needs a value (a path, or - for stdout)")?;
-                json_dest = Some(JsonDest::parse(v));
-            }
-            s if s.starts_with("--") => return Err(format!("unknown option {s}")),
-            s => targets.push(PathBuf::from(s)),
-        }
-    }
-    if targets.is_empty() {
-        return Err("no Forget JSON file or directory given".into());
-    }
-    Ok((targets, json_dest))
-}
-
 /// The per-file summary table of the forget suite.
 fn summary_table() -> Table {
     let r = Align::Right;
@@ -504,13 +482,14 @@ fn summary_cells(s: &Value, secs: Option<f64>, label: &str) -> Vec<String> {
 /// 1 on failures, 2 on usage or input errors. The report has the shared format of
 /// [`crate::report`]: per file a case table, then one summary table (per file + TOTAL).
 pub fn run(args: &[String]) -> ExitCode {
-    let (targets, json_dest) = match parse_args(args) {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("error: {e}\nusage: {USAGE}");
-            return ExitCode::from(2);
-        }
-    };
+    let (targets, json_dest) =
+        match report::parse_targets(args, "no Forget JSON file or directory given") {
+            Ok(a) => a,
+            Err(e) => {
+                eprintln!("error: {e}\nusage: {USAGE}");
+                return ExitCode::from(2);
+            }
+        };
     let mut files = Vec::new();
     for target in &targets {
         match inputs(target) {

@@ -3,13 +3,14 @@
 use std::process::ExitCode;
 
 mod bench;
+mod consolidate;
 mod forget;
 mod report;
 mod retrieve;
 mod working;
 
 fn usage() -> &'static str {
-    "usage: soul_tune stats <graph.json>\n       soul_tune bench retrieval [--sizes 1000,10000,100000] [--parallel]\n       soul_tune bench working [--nodes 100000] [--working 1000] [--queries 200] [--k-hops 2] [--no-rerun] [--dir DIR] [--json OUT|-]\n       soul_tune forget FILE|DIR... [--json OUT|-]\n       soul_tune retrieve <question.json|DIR>... [--mode embedding|association|full|all] [--batch] [--json OUT|-] [--embedder model|hash] [--cache PATH|none] [--threshold F] [--sweep JSON] [--action-temperature T] [--score-dist] [--verbose]"
+    "usage: soul_tune stats <graph.json>\n       soul_tune bench retrieval [--sizes 1000,10000,100000] [--parallel]\n       soul_tune bench working [--nodes 100000] [--working 1000] [--queries 200] [--k-hops 2] [--no-rerun] [--dir DIR] [--json OUT|-]\n       soul_tune forget FILE|DIR... [--json OUT|-]\n       soul_tune consolidate <case.json|DIR>... [--json OUT|-]\n       soul_tune retrieve <question.json|DIR>... [--mode embedding|association|full|all] [--batch] [--json OUT|-] [--embedder model|hash] [--cache PATH|none] [--threshold F] [--sweep JSON] [--action-temperature T] [--score-dist] [--verbose]"
 }
 
 fn bench_cmd(args: &[String]) -> ExitCode {
@@ -87,6 +88,7 @@ fn main() -> ExitCode {
             working::run(&args[2..])
         }
         Some("forget") => forget::run(&args[1..]),
+        Some("consolidate") => consolidate::run(&args[1..]),
         Some("retrieve") => retrieve::run(&args[1..]),
         _ => {
             eprintln!("{}", usage());

@@ -76,6 +76,33 @@ impl JsonDest {
     }
 }
 
+/// Parses `FILE|DIR... [--json OUT|-]`, the arguments of the file-driven suites; `missing`
+/// is the error when no file or directory is given.
+pub fn parse_targets(
+    args: &[String],
+    missing: &str,
+) -> Result<(Vec<PathBuf>, Option<JsonDest>), String> {
+    let mut targets = Vec::new();
+    let mut json_dest = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--json" => {
+                let v = it
+                    .next()
+                    .ok_or("--json needs a value (a path, or - for stdout)")?;
+                json_dest = Some(JsonDest::parse(v));
+            }
+            s if s.starts_with("--") => return Err(format!("unknown option {s}")),
+            s => targets.push(PathBuf::from(s)),
+        }
+    }
+    if targets.is_empty() {
+        return Err(missing.into());
+    }
+    Ok((targets, json_dest))
+}
+
 /// Prints the text report: to stdout, or to stderr when the JSON report takes stdout.
 #[derive(Debug, Clone, Copy)]
 pub struct Printer {

@@ -21,7 +21,7 @@
 //!   `expected_abstract`, else the abstract nodes among must ∪ bonus ids); detected = one is
 //!   returned; direct = returned as a similarity hit, PPR-only = returned only through PPR.
 
-mod data;
+pub(crate) mod data;
 mod eval;
 mod metrics;
 

@@ -31,7 +31,11 @@ defmodule SoulMem.Consolidation do
     * `:config` — a map of `soul_mem_core::consolidate::ConsolidateConfig`
       fields (string or atom keys), e.g. `%{top_k: 5, pattern_min_support: 3}`;
     * `:llm` — options for `SoulMem.LLM.chat/2` (default: the snapshot's);
-    * `:now` — the consolidation time (default now).
+    * `:now` — the consolidation time (default now);
+    * `:on_apply` — a function called after a change set was applied, with
+      `%{change: json, config: json, report: map}`: the exact JSON handed to
+      the core and its report (`mix soul.consolidate --dump-changes` uses it
+      to write replayable cases).
   """
 
   alias SoulMem.{Error, JSON, Memory, Native, Window}
@@ -40,6 +44,7 @@ defmodule SoulMem.Consolidation do
   @run_opts [
     :llm,
     :now,
+    :on_apply,
     retries: 3,
     max_tokens: 2048,
     temperature: 0.2,
@@ -98,7 +103,12 @@ defmodule SoulMem.Consolidation do
             "records" => encode_records(records)
           })
 
-        with {:ok, report} <- apply_changes(memory, change, config) do
+        with {:ok, change_json} <- encode(change),
+             {:ok, config_json} <- encode(config),
+             {:ok, report} <- apply_changes(memory, change_json, config_json) do
+          if on_apply = opts[:on_apply],
+            do: on_apply.(%{change: change_json, config: config_json, report: report})
+
           {:ok, result(summary, records, report, attempts)}
         end
       end
@@ -124,10 +134,11 @@ defmodule SoulMem.Consolidation do
 
   @doc """
   Applies a change set (map in the shape of `soul_mem_core::consolidate::ChangeSet`:
-  `"at"`, `"happened_at"`, `"notes"`, `"links"`, `"records"`) all or
+  `"at"`, `"happened_at"`, `"notes"`, `"links"`, `"records"`, or its JSON) all or
   nothing; returns the decoded report.
   """
-  @spec apply_changes(Memory.t(), map(), map() | String.t()) :: {:ok, map()} | {:error, Error.t()}
+  @spec apply_changes(Memory.t(), map() | String.t(), map() | String.t()) ::
+          {:ok, map()} | {:error, Error.t()}
   def apply_changes(%Memory{ref: ref}, change, config \\ %{}) do
     with {:ok, change_json} <- encode(change),
          {:ok, config_json} <- encode(config),

@@ -12,29 +12,9 @@ defmodule SoulMem.ConsolidationSuiteTest do
 
   setup :tmp_dir
 
-  defp sem(key, content),
-    do: %{
-      "key" => key,
-      "kind" => "semantic",
-      "content" => content,
-      "aliases" => [],
-      "concept_type" => "entity",
-      "description" => ""
-    }
+  defp sem(key, content), do: FakeLLM.semantic_note(key, content)
 
-  defp sit(key, narrative, who, time),
-    do: %{
-      "key" => key,
-      "kind" => "specific_situation",
-      "narrative" => narrative,
-      "time" => time,
-      "location" => "",
-      "participants" => [%{"name" => who, "role" => ""}],
-      "emotions" => [],
-      "events" => [],
-      "atmosphere" => "",
-      "tone" => ""
-    }
+  defp sit(key, narrative, who, time), do: FakeLLM.situation_note(key, narrative, who, time)
 
   defp dialogue(dir, expect) do
     turns =

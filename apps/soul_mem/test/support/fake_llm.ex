@@ -29,6 +29,31 @@ defmodule SoulMem.FakeLLM do
 
   def requests(server), do: GenServer.call(server, :requests)
 
+  # Notes of a scripted consolidation (extraction) answer.
+  def semantic_note(key, content),
+    do: %{
+      "key" => key,
+      "kind" => "semantic",
+      "content" => content,
+      "aliases" => [],
+      "concept_type" => "entity",
+      "description" => ""
+    }
+
+  def situation_note(key, narrative, who, time),
+    do: %{
+      "key" => key,
+      "kind" => "specific_situation",
+      "narrative" => narrative,
+      "time" => time,
+      "location" => "",
+      "participants" => [%{"name" => who, "role" => ""}],
+      "emotions" => [],
+      "events" => [],
+      "atmosphere" => "",
+      "tone" => ""
+    }
+
   # A loopback URL on which nothing listens (connection refused).
   def refused_url do
     {:ok, socket} = :gen_tcp.listen(0, ip: {127, 0, 0, 1})

@@ -9,7 +9,7 @@ use soul_mem_core::model::NodeKind;
 use soul_mem_core::retrieval::{BlendWeights, SubQuery};
 use std::path::{Path, PathBuf};
 
-/// Everything that can go wrong with one query file (reported per file, never a panic).
+/// Everything that can go wrong with one input file of a suite (reported per file, never a panic).
 #[derive(Debug, thiserror::Error)]
 pub enum DataError {
     /// The file could not be read.
@@ -46,6 +46,15 @@ pub enum DataError {
         /// Resolved graph path.
         graph: PathBuf,
         /// Importer message.
+        msg: String,
+    },
+    /// A consolidate case (`soul_tune consolidate`) that cannot be replayed: not JSON, a
+    /// wrong shape, an invalid config, a missing graph or embedder.
+    #[error("{path}: malformed consolidate case: {msg}")]
+    Case {
+        /// Case file.
+        path: PathBuf,
+        /// What is wrong.
         msg: String,
     },
     /// Embedding or retrieval failed.

@@ -8,9 +8,14 @@ defmodule Mix.Tasks.Soul.Consolidate do
 
       mix soul.consolidate ../shared/fixtures/daily_dialogues
       mix soul.consolidate dialogue.json --json report.json --window 6 --embedder model
+      mix soul.consolidate dialogue.json --dump-changes fixtures/consolidate
 
   Options: `--json PATH` writes the full report as JSON; `--window N`
-  (default 12); `--embedder hash|model` (default hash). Exits with status 1
+  (default 12); `--embedder hash|model` (default hash); `--base-url URL`
+  and `--model NAME` override the LLM settings; `--dump-changes DIR` writes
+  every applied change set with its config and the graph it was applied to
+  (`<dialogue>.<consolidation>.case.json` + `.graph.json`), which
+  `soul_tune consolidate DIR` replays without an LLM. Exits with status 1
   when a dialogue fails its checks.
   """
 
@@ -21,11 +26,20 @@ defmodule Mix.Tasks.Soul.Consolidate do
   @impl true
   def run(args) do
     {opts, paths, invalid} =
-      OptionParser.parse(args, strict: [json: :string, window: :integer, embedder: :string])
+      OptionParser.parse(args,
+        strict: [
+          json: :string,
+          window: :integer,
+          embedder: :string,
+          dump_changes: :string,
+          base_url: :string,
+          model: :string
+        ]
+      )
 
     if invalid != [] or length(paths) != 1 do
       Mix.raise(
-        "usage: mix soul.consolidate <dialogue.json|dir> [--json out.json] [--window N] [--embedder hash|model]"
+        "usage: mix soul.consolidate <dialogue.json|dir> [--json out.json] [--window N] [--embedder hash|model] [--dump-changes DIR] [--base-url URL] [--model NAME]"
       )
     end
 
@@ -38,13 +52,25 @@ defmodule Mix.Tasks.Soul.Consolidate do
         {:error, message} -> Mix.raise(message)
       end
 
-    report = Suite.run(dialogues, window: opts[:window] || 12, embedder: embedder)
+    llm = Keyword.take(opts, [:base_url, :model])
+
+    report =
+      Suite.run(dialogues,
+        window: opts[:window] || 12,
+        embedder: embedder,
+        summary_llm: llm,
+        extraction_llm: llm,
+        dump: opts[:dump_changes]
+      )
+
     Mix.shell().info(Suite.format(report))
 
     if path = opts[:json] do
       File.write!(path, SoulMem.JSON.encode!(report))
       Mix.shell().info("report written to #{path}")
     end
+
+    if dir = opts[:dump_changes], do: Mix.shell().info("change sets written to #{dir}")
 
     if Enum.any?(report.dialogues, &(not &1.passed)), do: exit({:shutdown, 1})
   end

@@ -25,7 +25,14 @@ defmodule SoulMem.Consolidation.Suite do
 
   alias SoulMem.{Consolidation, Embedding, JSON, LLM, Memory, Retrieval, Window}
 
-  @run_opts [summary_llm: [], extraction_llm: [], window: 12, embedder: :hash, consolidation: []]
+  @run_opts [
+    summary_llm: [],
+    extraction_llm: [],
+    window: 12,
+    embedder: :hash,
+    consolidation: [],
+    dump: nil
+  ]
 
   @doc "Reads a dialogue file, or every `*.json` file of a directory (sorted)."
   @spec load(Path.t()) :: {:ok, [map()]} | {:error, String.t()}
@@ -56,7 +63,9 @@ defmodule SoulMem.Consolidation.Suite do
   Options: `:summary_llm`, `:extraction_llm` (options for
   `SoulMem.LLM.chat/2`, default the application env), `:window` (capacity,
   12), `:embedder` (`:hash` default, `:model`), `:consolidation` (options
-  for `SoulMem.Consolidation.run/2`).
+  for `SoulMem.Consolidation.run/2`), `:dump` (a directory: every applied
+  change set is written there as a case `soul_tune consolidate` replays
+  without an LLM, see `dump_case/3`).
   """
   @spec run([map()], keyword()) :: %{dialogues: [map()], totals: map()}
   def run(dialogues, opts \\ []) do
@@ -90,6 +99,7 @@ defmodule SoulMem.Consolidation.Suite do
     {:ok, _} = Embedding.embed_graph(memory, embedder: opts[:embedder])
     sessions = dialogue["sessions"] || [dialogue["conversations"]]
     start = ~U[2026-06-01 08:00:00Z]
+    last = length(sessions) - 1
 
     acc = %{
       turns: 0,
@@ -108,7 +118,8 @@ defmodule SoulMem.Consolidation.Suite do
       |> Enum.with_index()
       |> Enum.reduce(acc, fn {turns, day}, acc ->
         base = DateTime.add(start, day * 86_400, :second)
-        session(memory, turns, base, acc, opts)
+        dump = dump_target(opts[:dump], dialogue, name, day, day == last, opts[:embedder])
+        session(memory, turns, base, acc, Keyword.put(opts, :dump, dump))
       end)
 
     {:ok, duplicates} = Consolidation.duplicates(memory)
@@ -185,7 +196,12 @@ defmodule SoulMem.Consolidation.Suite do
     snapshot = %{memory: memory, window: window, records: records, llm: opts[:extraction_llm]}
     now = DateTime.add(base, 3600 * 12, :second)
 
-    case Consolidation.run(snapshot, Keyword.put(opts[:consolidation], :now, now)) do
+    consolidation =
+      opts[:consolidation]
+      |> Keyword.put(:now, now)
+      |> Keyword.merge(dump_hook(opts[:dump], memory))
+
+    case Consolidation.run(snapshot, consolidation) do
       {:ok, :empty} ->
         acc
 
@@ -205,6 +221,69 @@ defmodule SoulMem.Consolidation.Suite do
       {:error, reason} ->
         %{acc | failed: acc.failed + 1, errors: acc.errors ++ [inspect(reason, limit: 10)]}
     end
+  end
+
+  defp dump_target(nil, _dialogue, _name, _index, _last?, _embedder), do: nil
+
+  defp dump_target(dir, dialogue, name, index, last?, embedder) do
+    expect = if last?, do: dialogue["expect"] || %{}, else: %{}
+
+    %{
+      dir: dir,
+      base: Path.basename(dialogue["file"] || name, ".json"),
+      dialogue: name,
+      index: index,
+      expect: expect,
+      embedder: Atom.to_string(embedder)
+    }
+  end
+
+  # The graph is exported before the LLM is asked: nothing else writes it meanwhile, so it is
+  # the graph the change set is applied to.
+  defp dump_hook(nil, _memory), do: []
+
+  defp dump_hook(target, memory) do
+    graph = Memory.export_json!(memory)
+    [on_apply: &dump_case(target, Map.put(&1, :graph, graph), memory.character)]
+  end
+
+  @doc """
+  Writes one applied change set as a replayable case: `<base>.<index>.graph.json`
+  (the Graph JSON export the change set was applied to) and `<base>.<index>.case.json`
+  with `dialogue`, `index`, `character`, `graph` (file name, relative to the case),
+  `embedder` (`"hash"` or `"model"`), `config` and `changes` (the JSON handed to
+  the core, decoded), `expect` (the dialogue's, on its last consolidation only)
+  and `recorded` (the core's report). Returns the case path.
+  """
+  @spec dump_case(
+          map(),
+          %{change: binary(), config: binary(), report: map(), graph: binary()},
+          String.t()
+        ) ::
+          Path.t()
+  def dump_case(target, applied, character) do
+    stem = "#{target.base}.#{target.index}"
+    graph_file = stem <> ".graph.json"
+    File.mkdir_p!(target.dir)
+    File.write!(Path.join(target.dir, graph_file), applied.graph)
+
+    doc = %{
+      "suite" => "consolidate",
+      "format" => 1,
+      "dialogue" => target.dialogue,
+      "index" => target.index,
+      "character" => character,
+      "graph" => graph_file,
+      "embedder" => target.embedder,
+      "config" => JSON.decode!(applied.config),
+      "changes" => JSON.decode!(applied.change),
+      "expect" => target.expect,
+      "recorded" => Map.delete(applied.report, "indexed")
+    }
+
+    path = Path.join(target.dir, stem <> ".case.json")
+    File.write!(path, JSON.encode!(doc))
+    path
   end
 
   defp user_turn(memory, window, records, text, at) when is_binary(text) and text != "" do
