@@ -89,6 +89,24 @@ fn graph_embed<'a>(env: Env<'a>, handle: Handle, embedder: String, progress: Loc
     ok_or_error(env, result)
 }
 
+/// Decodes and validates the arguments of a recall: the sub-queries, the pipeline config and
+/// the short-term context (`null` for none).
+pub(crate) fn recall_args(
+    queries: &str,
+    config: &str,
+    short: &str,
+) -> Result<(Vec<SubQuery>, PipelineConfig, Option<ShortContext>), NifError> {
+    let queries: Vec<SubQuery> = parse_json("queries", queries)?;
+    let config: PipelineConfig = parse_json("config", config)?;
+    config.validate()?;
+    let short: Option<ShortJson> = parse_json("short", short)?;
+    let short = short.map(|s| ShortContext {
+        messages: s.messages,
+        summary: s.summary,
+    });
+    Ok((queries, config, short))
+}
+
 /// Runs the DefaultPipeline. `queries` is a JSON array of seed sub-queries, `config` a JSON
 /// object of pipeline options (`{}` for defaults), `short` a JSON object
 /// `{"messages": [..], "summary": ..}` or `null`. Returns the result as JSON.
@@ -101,14 +119,7 @@ fn engine_recall<'a>(
     short: String,
 ) -> Term<'a> {
     let result = (|| {
-        let queries: Vec<SubQuery> = parse_json("queries", &queries)?;
-        let config: PipelineConfig = parse_json("config", &config)?;
-        config.validate()?;
-        let short: Option<ShortJson> = parse_json("short", &short)?;
-        let short = short.map(|s| ShortContext {
-            messages: s.messages,
-            summary: s.summary,
-        });
+        let (queries, config, short) = recall_args(&queries, &config, &short)?;
         let mut engine = handle.write()?;
         let result = engine.recall(&queries, &config, short)?;
         Ok(engine.result_json(&result).to_string())

@@ -7,13 +7,13 @@
 
 use crate::error::{ok_or_error, parse_json, NifError};
 use crate::graph::Handle;
-use crate::retrieval::loaded_model;
+use crate::retrieval::{loaded_model, recall_args};
 use crate::store::{resolve_stored, with_store, CheckpointExtra, StoreResource};
 use rustler::{Binary, Encoder, Env, LocalPid, ResourceArc, Term};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use soul_mem_core::engine::EmbedderChoice;
-use soul_mem_core::retrieval::{HashEmbedder, PipelineConfig, ShortContext, SubQuery};
+use soul_mem_core::retrieval::{HashEmbedder, SubQuery};
 use soul_mem_core::store::{Change, Store};
 use soul_mem_core::working::{WorkingConfig, WorkingMemory};
 use soul_mem_core::Error;
@@ -169,15 +169,6 @@ fn working_activate<'a>(env: Env<'a>, working: WorkingHandle, request_json: Stri
     ok_or_error(env, result)
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ShortJson {
-    #[serde(default)]
-    messages: Vec<String>,
-    #[serde(default)]
-    summary: Option<String>,
-}
-
 /// `engine_recall` in activation mode: activate for the texts of `queries`, recall on the
 /// working graph, expand boundary notes the result reached and recall again (same call).
 /// Arguments as `engine_recall` (`queries` JSON array, `config` JSON object, `short` JSON
@@ -192,14 +183,7 @@ fn working_recall<'a>(
     short: String,
 ) -> Term<'a> {
     let result = (|| {
-        let queries: Vec<SubQuery> = parse_json("queries", queries.as_bytes())?;
-        let config: PipelineConfig = parse_json("config", config.as_bytes())?;
-        config.validate()?;
-        let short: Option<ShortJson> = parse_json("short", short.as_bytes())?;
-        let short = short.map(|s| ShortContext {
-            messages: s.messages,
-            summary: s.summary,
-        });
+        let (queries, config, short) = recall_args(&queries, &config, &short)?;
         with_all(&working, |wm, engine, store| {
             let (result, report) = wm.recall(engine, store, &queries, &config, short)?;
             Ok((engine.result_json(&result).to_string(), to_json(&report)?))
