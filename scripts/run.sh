@@ -14,7 +14,7 @@ if ! command -v cargo >/dev/null 2>&1 && [[ -x "$HOME/.cargo/bin/cargo" ]]; then
   export PATH="$HOME/.cargo/bin:$PATH"
 fi
 
-printf '\n==== run: mix soul.server --chat (demo character, endpoint on 127.0.0.1:${PORT:-4000}) ====\n'
+printf '\n==== run: mix soul.server --chat (demo character, endpoint on 127.0.0.1:%s) ====\n' "${PORT:-4000}"
 mix soul.demo </dev/null
 # One VM serves the chat endpoint (page, WebSocket, HTTP API) and the terminal chat, so both
 # talk to the same character. stdin stays attached for the chat; when it ends (or there is no
