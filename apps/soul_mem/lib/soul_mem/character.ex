@@ -883,13 +883,10 @@ defmodule SoulMem.Character do
         {:error, reason} -> Enum.map(tasks, &{&1, {:error, reason}})
       end
 
+    changes = for {_task, {:ok, changes}} <- results, change <- changes, do: change
+
     window =
-      results
-      |> Enum.flat_map(fn
-        {_task, {:ok, changes}} -> changes
-        _ -> []
-      end)
-      |> Enum.reduce(state.window, fn
+      Enum.reduce(changes, state.window, fn
         {:summary_done, job_id, summary}, window ->
           case Window.complete(window, job_id, summary) do
             {:ok, window} -> window
@@ -907,16 +904,11 @@ defmodule SoulMem.Character do
         job -> Window.fail(window, job.id)
       end
 
-    state = %{state | window: window, maintenance_ref: nil}
-    state = apply_changes(state, results)
+    summary_changed? = Enum.any?(changes, &match?({:summary_done, _, _}, &1))
 
-    summary_changed? =
-      Enum.any?(results, fn
-        {_task, {:ok, changes}} -> Enum.any?(changes, &match?({:summary_done, _, _}, &1))
-        _ -> false
-      end)
+    state =
+      persist_changes(%{state | window: window, maintenance_ref: nil}, changes, summary_changed?)
 
-    state = if summary_changed?, do: persist_summary(state), else: state
     if summary_changed?, do: notify(state, :summary_updated, Window.summary(state.window))
     notify(state, :maintenance_done, %{tasks: tasks, results: results})
 
@@ -1098,40 +1090,31 @@ defmodule SoulMem.Character do
     end
   end
 
-  # Maintenance changes that touch the graph: written back at once.
-  defp apply_changes(state, results) do
-    changes =
-      Enum.flat_map(results, fn
-        {_task, {:ok, changes}} -> changes
-        _ -> []
-      end)
-
+  # Maintenance changes that touch the graph are written back at once, in one
+  # checkpoint that carries the summary too; a summary alone is written by
+  # itself.
+  defp persist_changes(state, changes, summary_changed?) do
     archive = for {:archived, ids} <- changes, id <- ids, do: id
     state = Enum.reduce(changes, state, &consolidated/2)
 
-    changed? =
+    graph_changed? =
       archive != [] or
         Enum.any?(changes, &(match?({:graph_changed, _}, &1) or match?({:consolidated, _}, &1)))
 
-    cond do
-      not changed? ->
+    case graph_changed? and state.store != nil and checkpoint(%{state | dirty: true}, archive) do
+      {:ok, state} ->
         state
 
-      state.store == nil ->
-        state
+      {:error, error} ->
+        Logger.error(
+          "character #{state.id}: saving maintenance changes failed: #{inspect(error)}"
+        )
 
-      true ->
-        case checkpoint(%{state | dirty: true}, archive) do
-          {:ok, state} ->
-            state
+        state = %{state | dirty: true}
+        if summary_changed?, do: persist_summary(state), else: state
 
-          {:error, error} ->
-            Logger.error(
-              "character #{state.id}: saving maintenance changes failed: #{inspect(error)}"
-            )
-
-            %{state | dirty: true}
-        end
+      false ->
+        if summary_changed?, do: persist_summary(state), else: state
     end
   end
 

@@ -166,12 +166,7 @@ defmodule SoulMem.Memory do
 
   defp note_json(note) when is_binary(note), do: {:ok, note}
 
-  defp note_json(note) when is_map(note) do
-    case JSON.encode(note) do
-      {:ok, json} -> {:ok, json}
-      {:error, _} -> {:error, Error.new(:invalid_json, "the note cannot be encoded as JSON")}
-    end
-  end
+  defp note_json(note) when is_map(note), do: JSON.encode_arg(note)
 
   defp note_json(_note), do: {:error, Error.new(:invalid_json, "expected a note map or JSON")}
 
