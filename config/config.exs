@@ -23,6 +23,11 @@ config :soul_mem,
     SoulMem.Maintenance.ForgetSweep
   ],
   maintenance_interval_ms: 600_000,
+  # A failed summary job is retried by the character itself (also while it
+  # stays Working), with exponential backoff and jitter from
+  # summary_retry_ms, capped at summary_max_retry_ms.
+  summary_retry_ms: 5_000,
+  summary_max_retry_ms: 300_000,
   # How a character embeds its graph after loading: :auto (the model, else
   # the lexical :hash embedder), :model, :hash or :none.
   embedder: :auto

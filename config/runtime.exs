@@ -13,7 +13,9 @@ env_string = fn name, default ->
   end
 end
 
-env_integer = fn name, default, min, max ->
+# A number from the environment within [min, max]; `parse` is Integer.parse/1
+# or Float.parse/1 and `what` names the kind in the error.
+env_number = fn name, default, min, max, parse, what ->
   case System.get_env(name) do
     nil ->
       default
@@ -22,16 +24,24 @@ env_integer = fn name, default, min, max ->
       default
 
     raw ->
-      case Integer.parse(String.trim(raw)) do
+      case parse.(String.trim(raw)) do
         {value, ""} when value >= min and value <= max ->
           value
 
         _ ->
           raise ArgumentError,
-                "environment variable #{name} must be an integer between " <>
+                "environment variable #{name} must be #{what} between " <>
                   "#{min} and #{max}, got: #{inspect(raw)}"
       end
   end
+end
+
+env_integer = fn name, default, min, max ->
+  env_number.(name, default, min, max, &Integer.parse/1, "an integer")
+end
+
+env_float = fn name, default, min, max ->
+  env_number.(name, default, min, max, &Float.parse/1, "a number")
 end
 
 # Releases keep characters under the user's data home (XDG); development and
@@ -49,7 +59,8 @@ config :soul_mem,
   llm_model: env_string.("SOUL_MEM_LLM_MODEL", nil),
   window: env_integer.("SOUL_MEM_WINDOW", 12, 1, 10_000),
   idle_after_ms: env_integer.("SOUL_MEM_IDLE_AFTER_MS", 300_000, 0, 86_400_000),
-  demo_token: env_string.("SOUL_MEM_DEMO_TOKEN", "dev-token")
+  demo_token: env_string.("SOUL_MEM_DEMO_TOKEN", "dev-token"),
+  similarity_floor: env_float.("SOUL_MEM_SIMILARITY_FLOOR", nil, 0.0, 1.0)
 
 # A release serves the chat endpoint on boot (SOUL_MEM_SERVER=false turns it
 # off); `mix` runs serve it only through `mix soul.server` / scripts/run.sh.

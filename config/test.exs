@@ -15,3 +15,8 @@ config :soul_mem, persist: false
 # Only summary retries run at Idle unless a test chooses its maintenance
 # (consolidation and forgetting have their own tests with scripted LLMs).
 config :soul_mem, maintenance: [SoulMem.Maintenance.SummarizePending]
+
+# Summary retries of the character itself wait a minute in tests, so that
+# failure-injection tests see the maintenance retry alone; tests of the
+# backoff retry pass small :summary_retry / :summary_max_retry values.
+config :soul_mem, summary_retry_ms: 60_000, summary_max_retry_ms: 60_000

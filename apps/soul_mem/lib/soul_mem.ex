@@ -16,6 +16,8 @@ defmodule SoulMem do
   `SoulMem.Native` holds the NIF stubs and is private to this app.
   """
 
+  require Logger
+
   @doc """
   The version of the `:soul_mem` application.
   """
@@ -61,9 +63,11 @@ defmodule SoulMem do
 
   Pushes `request.messages`, runs retrieval on the character's graph with
   the queries, records the returned notes (`SoulMem.Character.records/2`)
-  and renders the context block (`SoulMem.Context`). Core memories (the self
-  node `sem_self`) are always included. The window includes messages whose
-  summary is still being written.
+  and renders the context block (`SoulMem.Context`). Core memories (every
+  note flagged core, e.g. the self node `sem_self`) are always included:
+  from retrieval, or from the graph when retrieval does not run (no queries,
+  no retrieval module). The window includes messages whose summary is still
+  being written.
 
   Options: `:timeout` (ms, default 5000) for the character call, `:config`
   (retrieval config map), `:templates` (see `SoulMem.Context`),
@@ -99,7 +103,7 @@ defmodule SoulMem do
       ids = Enum.map(found.memories ++ found.actions, & &1.id)
       if ids != [], do: SoulMem.Character.record(character, ids, DateTime.utc_now(), retrieval)
 
-      core = if found.core == [], do: fallback_core(snap.memory), else: found.core
+      core = found.core || fallback_core(snap.memory)
 
       context =
         SoulMem.Context.render(
@@ -262,7 +266,7 @@ defmodule SoulMem do
       queries = request.queries ++ if(text, do: retrieval.text_queries(text), else: [])
 
       if queries == [] do
-        {:ok, %{memories: [], actions: [], core: []}}
+        {:ok, %{memories: [], actions: [], core: nil}}
       else
         short = %{messages: Enum.map(snap.window, & &1.text), summary: snap.summary}
 
@@ -280,7 +284,7 @@ defmodule SoulMem do
         end
       end
     else
-      {:ok, %{memories: [], actions: [], core: []}}
+      {:ok, %{memories: [], actions: [], core: nil}}
     end
   end
 
@@ -288,35 +292,16 @@ defmodule SoulMem do
     messages |> List.last() |> Map.get(:text)
   end
 
+  # Retrieval did not run (no queries, no retrieval module): every note
+  # flagged core still appears. (When it runs, the engine lists them itself.)
   defp fallback_core(memory) do
-    case SoulMem.Memory.get_note(memory, "sem_self") do
-      {:ok, %{"id" => id} = note} ->
-        [
-          %{
-            id: id,
-            uuid: note["uuid"],
-            kind: "semantic",
-            content: note_content(note),
-            score: 1.0,
-            stage: "Core",
-            seeds: []
-          }
-        ]
+    case SoulMem.Retrieval.core(memory) do
+      {:ok, items} ->
+        items
 
-      {:error, _} ->
+      {:error, error} ->
+        Logger.warning("recall: listing core memories failed: #{Exception.message(error)}")
         []
     end
   end
-
-  defp note_content(%{"mem_type" => %{"Semantic" => semantic}}) do
-    case {semantic["content"], semantic["description"]} do
-      {content, description} when is_binary(description) and description != "" ->
-        "#{content}：#{description}"
-
-      {content, _} ->
-        to_string(content)
-    end
-  end
-
-  defp note_content(_note), do: ""
 end

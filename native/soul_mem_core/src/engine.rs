@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex};
 pub struct ModelEmbedder {
     model: Arc<Embedder>,
     cache: Option<Mutex<EmbeddingCache>>,
+    similarity_floor: f32,
 }
 
 impl std::fmt::Debug for ModelEmbedder {
@@ -49,12 +50,36 @@ impl ModelEmbedder {
             .map(EmbeddingCache::open)
             .transpose()?
             .map(Mutex::new);
-        Ok(ModelEmbedder { model, cache })
+        let similarity_floor = model.similarity_floor();
+        Ok(ModelEmbedder {
+            model,
+            cache,
+            similarity_floor,
+        })
     }
 
     /// The model's stable id (includes its version and prefixes).
     pub fn model_id(&self) -> &str {
         self.model.model_id()
+    }
+
+    /// The similarity floor recall uses with this model unless a request sets its own
+    /// (the model family's measured default, see [`crate::embed::E5_SIMILARITY_FLOOR`]).
+    pub fn similarity_floor(&self) -> f32 {
+        self.similarity_floor
+    }
+
+    /// Overrides the model's similarity floor (operators who measured their own model).
+    /// Errors, changing nothing, unless `floor` is in [0, 1].
+    pub fn set_similarity_floor(&mut self, floor: f32) -> Result<()> {
+        if !(0.0..=1.0).contains(&floor) {
+            return Err(Error::invalid_argument(
+                "similarity_floor",
+                format!("must be a number in [0, 1], got {floor}"),
+            ));
+        }
+        self.similarity_floor = floor;
+        Ok(())
     }
 
     /// (hits, misses) of the cache, when there is one.
@@ -150,6 +175,15 @@ impl EmbedderChoice {
         }
     }
 
+    /// The similarity floor recall uses with this embedder when a request does not set
+    /// one: the model's (measured per family), or the seed's 0.35 for the hash embedder.
+    pub fn similarity_floor(&self) -> f32 {
+        match self {
+            EmbedderChoice::Model(m) => m.similarity_floor(),
+            EmbedderChoice::Hash(_) => crate::embed::DEFAULT_SIMILARITY_FLOOR,
+        }
+    }
+
     /// A short name for reports.
     pub fn name(&self) -> String {
         match self {
@@ -170,6 +204,43 @@ pub struct Engine {
     // Notes whose forgetting state or aligned semantic fields changed since the last
     // `take_forget_dirty`, so persistence can write only those.
     forget_dirty: BTreeSet<MemoryId>,
+    // Bumped whenever a decay input may have changed without the graph version moving
+    // (forgetting config, the sweep, direct graph access, an unpatched record): part of the
+    // decay key. Per-note forgetting states do not enter retention, so they do not bump it.
+    decay_epoch: u64,
+    // The retention factors of the last recall, reused while the key holds (see
+    // `Engine::recall_at`), so an unchanged graph reuses the index's decayed matrix.
+    decay_cache: Option<DecayCache>,
+}
+
+/// Retention factors evaluated at the start of one time bucket.
+struct DecayCache {
+    graph_version: u64,
+    epoch: u64,
+    bucket: i64,
+    at: DateTime<Utc>,
+    decay: EdgeDecay,
+}
+
+/// Longest decay time bucket: 60 s.
+pub const DECAY_BUCKET_MAX_MS: i64 = 60_000;
+
+/// Length of the time bucket recall evaluates retention at, for `cfg`: a 1/1440 of the base
+/// half-life (60 s for the default 24 h), at most [`DECAY_BUCKET_MAX_MS`], at least 1 ms.
+///
+/// Recall evaluates every factor at the start of the bucket holding `now`, so consecutive
+/// queries share one factor vector (and one PPR matrix). The error this makes is bounded:
+/// retention `e^(−t·ln2/h)` moves by a relative `1 − e^(−Δ·ln2/h) < Δ·ln2/h` over `Δ` < one
+/// bucket, with `h` ≥ the base half-life, so factors are at most `ln2/1440 ≈ 4.8e-4` (relative)
+/// too high — far below what separates two memories' scores.
+/// Complexity: O(1).
+pub fn decay_bucket_ms(cfg: &ForgetConfig) -> i64 {
+    let ms = cfg.base_half_life_hours * 3_600_000.0 / 1440.0;
+    if ms.is_finite() {
+        (ms as i64).clamp(1, DECAY_BUCKET_MAX_MS)
+    } else {
+        DECAY_BUCKET_MAX_MS
+    }
 }
 
 /// What [`Engine::forget_store_revision`] did.
@@ -193,6 +264,8 @@ impl Engine {
             forget_config: ForgetConfig::default(),
             forget_states: HashMap::new(),
             forget_dirty: BTreeSet::new(),
+            decay_epoch: 0,
+            decay_cache: None,
         }
     }
 
@@ -201,9 +274,17 @@ impl Engine {
         &self.graph
     }
 
-    /// The graph, mutably (the index notices changes through the graph's version).
+    /// The graph, mutably (the index notices changes through the graph's version; cached
+    /// retention factors are dropped, since recall counts may change without it).
     pub fn graph_mut(&mut self) -> &mut MemoryGraph {
+        self.decay_epoch += 1;
         &mut self.graph
+    }
+
+    /// The retrieval index, when built (it may lag behind a changed graph until the next
+    /// recall rebuilds it; see [`Engine::is_indexed`]). Complexity: O(1).
+    pub fn index(&self) -> Option<&RetrievalIndex> {
+        self.index.as_ref()
     }
 
     /// True when an index exists and matches the graph.
@@ -261,12 +342,17 @@ impl Engine {
     }
 
     /// Runs the DefaultPipeline for `queries` as of `now`: every link's intensity is multiplied
-    /// by its source note's retention at `now` (the forgetting curve with this engine's
+    /// by its source note's retention (the forgetting curve with this engine's
     /// [`ForgetConfig`]) before it becomes a PPR weight, so faded memories spread less.
     ///
-    /// Complexity: O(nodes) for the retention factors on top of the pipeline; the PPR
-    /// transition matrix is rebuilt (O(nodes + links)) when the factors changed since the
-    /// previous query.
+    /// Retention is evaluated at the start of the time bucket holding `now` (see
+    /// [`decay_bucket_ms`] for the bucket and its error bound). The factors are keyed by
+    /// (graph version, decay epoch, bucket): while the key holds they are reused, and with
+    /// them the index's decayed PPR matrix, so the matrix is rebuilt only when the graph, the
+    /// forgetting inputs or the bucket changed ([`Engine::record`] patches it in place).
+    ///
+    /// Complexity: the pipeline, plus O(1) for the decay on a key hit; on a miss O(nodes) for
+    /// the factors and O(nodes + links) for the matrix.
     pub fn recall_at(
         &mut self,
         queries: &[SubQuery],
@@ -275,32 +361,105 @@ impl Engine {
         now: DateTime<Utc>,
     ) -> Result<PipelineResult> {
         self.ensure_index()?;
-        let (Some(index), Some(embedder)) = (&self.index, &self.embedder) else {
+        self.refresh_decay(now)?;
+        let (Some(index), Some(embedder), Some(cache)) =
+            (&self.index, &self.embedder, &self.decay_cache)
+        else {
             return Err(Error::invalid_argument("engine", "no index"));
         };
-        // The index lists the notes in graph order (checked when it was built).
-        let decay = EdgeDecay::new(
-            self.graph
-                .notes()
-                .map(|n| forget::decay_factor(n, now, &self.forget_config))
-                .collect(),
-        )?;
         DefaultPipeline::run_with_embedder_decayed(
             index,
             queries,
             embedder.as_dyn(),
             cfg,
             short,
-            Some(&decay),
+            Some(&cache.decay),
         )
+    }
+
+    /// Makes `decay_cache` hold the factors of the bucket of `now`. Complexity: O(1) on a hit,
+    /// O(nodes) otherwise.
+    fn refresh_decay(&mut self, now: DateTime<Utc>) -> Result<()> {
+        let width = decay_bucket_ms(&self.forget_config);
+        let bucket = now.timestamp_millis().div_euclid(width);
+        let (version, epoch) = (self.graph.version(), self.decay_epoch);
+        if self
+            .decay_cache
+            .as_ref()
+            .is_some_and(|c| (c.graph_version, c.epoch, c.bucket) == (version, epoch, bucket))
+        {
+            return Ok(());
+        }
+        let at =
+            DateTime::<Utc>::from_timestamp_millis(bucket.saturating_mul(width)).unwrap_or(now);
+        // The index lists the notes in graph order (checked when it was built).
+        let decay = EdgeDecay::new(
+            self.graph
+                .notes()
+                .map(|n| forget::decay_factor(n, at, &self.forget_config))
+                .collect(),
+        )?;
+        self.decay_cache = Some(DecayCache {
+            graph_version: version,
+            epoch,
+            bucket,
+            at,
+            decay,
+        });
+        Ok(())
     }
 
     /// Records one retrieval of each of `ids` at `at`; unknown ids are ignored and counted
     /// out. Returns how many were recorded.
+    ///
+    /// A recall count changes the recorded notes' retention, so the cached factors are
+    /// updated for those notes only and the index's decayed PPR matrix is patched row by row
+    /// (falling back to a rebuild at the next recall when it cannot be).
+    /// Complexity: O(ids + Σ out-degree of the recorded notes), plus an O(nodes) copy of the
+    /// factors.
     pub fn record(&mut self, ids: &[MemoryId], at: DateTime<Utc>) -> usize {
-        ids.iter()
+        let recorded: Vec<MemoryId> = ids
+            .iter()
+            .copied()
             .filter(|id| self.graph.record_retrieval(id, at))
-            .count()
+            .collect();
+        if !recorded.is_empty() && !self.patch_decay(&recorded) {
+            self.decay_epoch += 1;
+            self.decay_cache = None;
+        }
+        recorded.len()
+    }
+
+    /// Updates the cached factors of `ids` (just recorded) and patches the index's decayed
+    /// matrix; false when there was nothing valid to update (the caller invalidates).
+    fn patch_decay(&mut self, ids: &[MemoryId]) -> bool {
+        let (Some(cache), Some(index)) = (&mut self.decay_cache, &self.index) else {
+            return false;
+        };
+        if cache.graph_version != self.graph.version()
+            || cache.epoch != self.decay_epoch
+            || !index.is_current(&self.graph)
+        {
+            return false;
+        }
+        let mut updates = Vec::with_capacity(ids.len());
+        for id in ids {
+            let (Some(pos), Some(note)) = (index.position(id), self.graph.get(id)) else {
+                return false;
+            };
+            updates.push((
+                pos as u32,
+                forget::decay_factor(note, cache.at, &self.forget_config),
+            ));
+        }
+        let Ok(decay) = cache.decay.with_updates(&updates) else {
+            return false;
+        };
+        let changed: Vec<u32> = updates.iter().map(|u| u.0).collect();
+        // A failed patch only means the next recall rebuilds the matrix from `decay`.
+        let _ = index.update_decay(&cache.decay, &decay, &changed);
+        cache.decay = decay;
+        true
     }
 
     // ---- forgetting ---------------------------------------------------------------------
@@ -314,6 +473,7 @@ impl Engine {
     pub fn set_forget_config(&mut self, cfg: ForgetConfig) -> Result<()> {
         cfg.validate()?;
         self.forget_config = cfg;
+        self.decay_epoch += 1;
         Ok(())
     }
 
@@ -462,6 +622,8 @@ impl Engine {
     /// Complexity: O(nodes + links).
     pub fn forget_sweep(&mut self, now: DateTime<Utc>, cfg: &ForgetConfig) -> Result<SweepReport> {
         cfg.validate()?;
+        // Pruning moves the graph version; the epoch covers any other decay input.
+        self.decay_epoch += 1;
         let mut report = forget::sweep(&mut self.graph, now, cfg);
         let graph = &self.graph;
         self.forget_states.retain(|id, _| graph.get(id).is_some());
@@ -526,7 +688,21 @@ impl Engine {
                 "seeds": seeds(&a.seeds),
             })
         };
-        let core: Vec<Value> = g
+        json!({
+            "memories": memories,
+            "actions": result.actions.iter().map(action).collect::<Vec<_>>(),
+            "self_knowledge": result.self_knowledge.iter().map(action).collect::<Vec<_>>(),
+            "core": self.core_json(),
+        })
+    }
+
+    /// The core memories (notes flagged core, e.g. the self node), in graph order, as the
+    /// items of [`Engine::result_json`] (stage `"Core"`): they appear in every recall, also
+    /// one that runs no retrieval.
+    ///
+    /// Complexity: O(nodes).
+    pub fn core_json(&self) -> Vec<Value> {
+        self.graph
             .notes()
             .filter(|n| n.core)
             .map(|n| {
@@ -541,13 +717,7 @@ impl Engine {
                     "core": true,
                 })
             })
-            .collect();
-        json!({
-            "memories": memories,
-            "actions": result.actions.iter().map(action).collect::<Vec<_>>(),
-            "self_knowledge": result.self_knowledge.iter().map(action).collect::<Vec<_>>(),
-            "core": core,
-        })
+            .collect()
     }
 }
 

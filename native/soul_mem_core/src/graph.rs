@@ -6,6 +6,50 @@ use crate::model::{LinkId, LinkKind, MemoryId, MemoryLink, MemoryNote, NodeKind}
 use indexmap::IndexMap;
 use std::collections::{BTreeMap, HashMap};
 
+/// One state of one open store (see `Store::sync_tag`): a graph holding the tag of the store's
+/// current state, plus its change log, is exactly what the store holds once the logged notes
+/// are rewritten. Opaque outside the crate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SyncTag {
+    /// Process-unique id of the open store handle.
+    pub(crate) store: u64,
+    /// The store's count of writes to note and link rows, at the time of the sync.
+    pub(crate) generation: u64,
+}
+
+/// How a note changed since the graph was last synced with a store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NoteChange {
+    /// Its row (payload, statistics or outgoing links) must be rewritten, in place. A note
+    /// that left the graph since has this mark too: its row must go.
+    Updated,
+    /// It entered the graph since (at the end of the dense order): its row, if any, must be
+    /// replaced by a new one at the end of the stored order.
+    Inserted,
+}
+
+/// Notes changed since the last sync. Only kept while the graph carries a [`SyncTag`]: an
+/// untracked graph is always written whole, so logging its changes would only cost memory.
+#[derive(Debug, Clone, Default)]
+struct ChangeLog {
+    synced: Option<SyncTag>,
+    notes: HashMap<MemoryId, NoteChange>,
+}
+
+impl ChangeLog {
+    fn touch(&mut self, id: MemoryId) {
+        if self.synced.is_some() {
+            self.notes.entry(id).or_insert(NoteChange::Updated);
+        }
+    }
+
+    fn inserted(&mut self, id: MemoryId) {
+        if self.synced.is_some() {
+            self.notes.insert(id, NoteChange::Inserted);
+        }
+    }
+}
+
 /// Counts of a graph, by kind.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct GraphStats {
@@ -27,6 +71,11 @@ pub struct GraphStats {
 /// exports are deterministic); links live on their source note, as in the seed. A link whose
 /// target is absent waits in a buffer keyed by the target's UUID and is attached when that
 /// note arrives — never by a positional index that removal could reuse.
+///
+/// A graph loaded from (or checkpointed to) a store remembers that store's state (a
+/// [`SyncTag`]) and logs which notes every mutation touches from then on, so the next
+/// `Store::checkpoint` rewrites only those. A clone carries the tag and the log: if both
+/// copies are checkpointed, the second finds the store's state moved on and writes in full.
 #[derive(Debug, Clone)]
 pub struct MemoryGraph {
     character: String,
@@ -34,6 +83,7 @@ pub struct MemoryGraph {
     readable: HashMap<String, MemoryId>,
     pending: HashMap<MemoryId, Vec<MemoryLink>>,
     version: u64,
+    log: ChangeLog,
 }
 
 impl MemoryGraph {
@@ -45,6 +95,7 @@ impl MemoryGraph {
             readable: HashMap::new(),
             pending: HashMap::new(),
             version: 0,
+            log: ChangeLog::default(),
         }
     }
 
@@ -90,19 +141,23 @@ impl MemoryGraph {
     }
 
     /// Mutable note by UUID. Link edits must go through [`MemoryGraph::add_link`] and friends so
-    /// the buffers stay consistent; callers may change payload, tags and statistics.
+    /// the buffers stay consistent; callers may change payload, tags and statistics. The note
+    /// is logged as changed, for the next incremental checkpoint.
     pub fn get_mut(&mut self, id: &MemoryId) -> Option<&mut MemoryNote> {
         self.version += 1;
-        self.notes.get_mut(id)
+        let note = self.notes.get_mut(id)?;
+        self.log.touch(*id);
+        Some(note)
     }
 
     /// Records one retrieval of `id` at `at` (count and access time). Statistics are not
-    /// structure, so this does not bump [`Self::version`] and derived indexes stay valid.
-    /// Returns false when the note is absent.
+    /// structure, so this does not bump [`Self::version`] and derived indexes stay valid; the
+    /// note is logged as changed for write-back. Returns false when the note is absent.
     pub fn record_retrieval(&mut self, id: &MemoryId, at: chrono::DateTime<chrono::Utc>) -> bool {
         match self.notes.get_mut(id) {
             Some(n) => {
                 n.record_retrieval(at);
+                self.log.touch(*id);
                 true
             }
             None => false,
@@ -150,6 +205,7 @@ impl MemoryGraph {
         let id = note.id;
         self.readable.insert(note.readable_id.clone(), id);
         self.notes.insert(id, note);
+        self.log.inserted(id);
         for link in links {
             self.attach_or_buffer(link);
         }
@@ -163,6 +219,8 @@ impl MemoryGraph {
     }
 
     fn attach_or_buffer(&mut self, link: MemoryLink) {
+        // Attached or pending, the link is stored with its source.
+        self.log.touch(link.from);
         if self.notes.contains_key(&link.to) {
             if let Some(src) = self.notes.get_mut(&link.from) {
                 src.links.push(link);
@@ -189,6 +247,7 @@ impl MemoryGraph {
         let note = self.notes.get_mut(from)?;
         let pos = note.links.iter().position(|l| l.id == *link)?;
         self.version += 1;
+        self.log.touch(*from);
         Some(note.links.remove(pos))
     }
 
@@ -211,6 +270,7 @@ impl MemoryGraph {
         };
         l.intensity = intensity;
         self.version += 1;
+        self.log.touch(*from);
         Ok(true)
     }
 
@@ -257,8 +317,10 @@ impl MemoryGraph {
         match self.notes.get_mut(&note.id) {
             None => self.insert(note).map(|()| false),
             Some(slot) => {
+                let id = note.id;
                 *slot = note;
                 self.version += 1;
+                self.log.touch(id);
                 Ok(true)
             }
         }
@@ -269,8 +331,13 @@ impl MemoryGraph {
     pub fn remove(&mut self, id: &MemoryId) -> Option<MemoryNote> {
         let note = self.notes.shift_remove(id)?;
         self.readable.remove(&note.readable_id);
-        for other in self.notes.values_mut() {
+        self.log.touch(*id);
+        for (from, other) in self.notes.iter_mut() {
+            let before = other.links.len();
             other.links.retain(|l| l.to != *id);
+            if other.links.len() != before {
+                self.log.touch(*from);
+            }
         }
         for waiting in self.pending.values_mut() {
             waiting.retain(|l| l.from != *id);
@@ -283,6 +350,48 @@ impl MemoryGraph {
     /// Links buffered for absent targets, grouped by target.
     pub fn pending_links(&self) -> impl Iterator<Item = &MemoryLink> {
         self.pending.values().flatten()
+    }
+
+    /// Links buffered for the absent note `to`. Complexity: O(1).
+    pub fn pending_to(&self, to: &MemoryId) -> &[MemoryLink] {
+        self.pending.get(to).map(Vec::as_slice).unwrap_or_default()
+    }
+
+    /// The store state this graph was last loaded from or checkpointed to, if any (`None`:
+    /// never synced, e.g. imported from JSON — the next checkpoint writes it whole).
+    pub fn sync_tag(&self) -> Option<SyncTag> {
+        self.log.synced
+    }
+
+    /// Notes changed, inserted or removed since the last sync (0 when untracked).
+    /// Complexity: O(1).
+    pub fn unsynced_notes(&self) -> usize {
+        self.log.notes.len()
+    }
+
+    /// Notes in the change log since the last sync; one absent from the graph left it.
+    /// Complexity: O(1) per item.
+    pub(crate) fn changed_ids(&self) -> impl Iterator<Item = &MemoryId> {
+        self.log.notes.keys()
+    }
+
+    /// How `id` changed since the last sync, if it did. Complexity: O(1).
+    pub(crate) fn change_of(&self, id: &MemoryId) -> Option<NoteChange> {
+        self.log.notes.get(id).copied()
+    }
+
+    /// Marks the graph as exactly what the store holds at `tag`: the log starts empty.
+    pub(crate) fn mark_synced(&mut self, tag: SyncTag) {
+        self.log.synced = Some(tag);
+        self.log.notes.clear();
+    }
+
+    /// Moves the tag to `tag` keeping the log, for a store write the log already covers (a
+    /// note written to the store and then upserted here). Complexity: O(1).
+    pub(crate) fn retag(&mut self, tag: SyncTag) {
+        if self.log.synced.is_some() {
+            self.log.synced = Some(tag);
+        }
     }
 
     /// Number of attached links. Complexity: O(nodes).

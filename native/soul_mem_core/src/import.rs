@@ -190,7 +190,10 @@ fn parse_nodes(text: &str) -> Result<Vec<RawNode>> {
 fn describe_parse_error(text: &str, err: serde_path_to_error::Error<serde_json::Error>) -> Error {
     let path = err.path().to_string();
     let inner = err.into_inner();
-    if inner.is_eof() || inner.is_syntax() {
+    // serde_json reports an out-of-range number (1e999, i.e. infinite) as a syntax error,
+    // but the path to it is known: name the node and field like any other bad value.
+    let out_of_range = inner.is_syntax() && inner.to_string().starts_with("number out of range");
+    if inner.is_eof() || (inner.is_syntax() && !out_of_range) {
         return Error::InvalidJson(format!("{inner}"));
     }
     // "[12].mem_type.Semantic.concept_type" → node #12, field "mem_type.Semantic.concept_type"
@@ -208,6 +211,13 @@ fn describe_parse_error(text: &str, err: serde_path_to_error::Error<serde_json::
                 .or_else(|| Some(format!("#{i}")))
         })
         .unwrap_or_else(|| "(document)".to_owned());
+    if out_of_range {
+        return Error::InvalidValue {
+            node,
+            field,
+            message: format!("must be a finite number ({inner})"),
+        };
+    }
     if field.ends_with("time_span") {
         return Error::InvalidTimestamp {
             node,
@@ -333,6 +343,26 @@ pub(crate) fn validate_link_type(node: &str, link_type: &MemoryLinkType) -> Resu
     }
 }
 
+/// Names the link by its position: `mem_links.x` → `mem_links[i].x`, so a node with many
+/// links says which one is wrong.
+fn at_link(e: Error, ordinal: usize) -> Error {
+    match e {
+        Error::InvalidValue {
+            node,
+            field,
+            message,
+        } => Error::InvalidValue {
+            field: match field.strip_prefix("mem_links") {
+                Some(rest) => format!("mem_links[{ordinal}]{rest}"),
+                None => field,
+            },
+            node,
+            message,
+        },
+        other => other,
+    }
+}
+
 fn build_graph(character: &str, raw: Vec<RawNode>, opts: &ImportOptions) -> Result<MemoryGraph> {
     // Pass 1: ids, so links can resolve forward references.
     let mut ids: HashMap<&str, MemoryId> = HashMap::with_capacity(raw.len());
@@ -379,8 +409,9 @@ fn build_graph(character: &str, raw: Vec<RawNode>, opts: &ImportOptions) -> Resu
                     format!("must equal the node id, got {:?}", l.from),
                 ));
             }
-            validate_intensity(node, l.intensity)?;
-            validate_link_type(node, &l.link_type)?;
+            validate_intensity(node, l.intensity)
+                .and_then(|()| validate_link_type(node, &l.link_type))
+                .map_err(|e| at_link(e, ordinal))?;
             let to = match (ids.get(l.to.as_str()), resolve(&l.to)) {
                 (Some(id), _) => *id,
                 (None, Some(id)) if !opts.complete => id,
@@ -569,7 +600,37 @@ mod tests {
         assert_eq!(err_of(trunc).kind(), "invalid_json");
 
         let huge = SMALL.replace("\"intensity\":0.8", "\"intensity\":1e999");
-        assert_eq!(err_of(&huge).kind(), "invalid_json");
+        let e = err_of(&huge);
+        assert_eq!(e.kind(), "invalid_value", "{e}");
+        assert!(e.to_string().contains("sem_a"), "{e}");
+        assert!(e.to_string().contains("intensity"), "{e}");
+
+        let e = err_of(&neg);
+        assert!(e.to_string().contains("mem_links[0].intensity"), "{e}");
+        let e = err_of(&prob);
+        assert!(
+            e.to_string().contains("mem_links[0].link_type.Proc.prob"),
+            "{e}"
+        );
+
+        let neg_prob = SMALL.replace("\"prob\":0.6", "\"prob\":-0.1");
+        assert_eq!(err_of(&neg_prob).kind(), "invalid_value");
+        let conf = SMALL.replace("\"confidence\":0.7", "\"confidence\":2.5");
+        let e = err_of(&conf);
+        assert!(e.to_string().contains("Sem.confidence"), "{e}");
+
+        let emotion = SMALL.replace("\"intensity\":0.5", "\"intensity\":-0.5");
+        let e = err_of(&emotion);
+        assert_eq!(e.kind(), "invalid_value", "{e}");
+        assert!(e.to_string().contains("emotions[0].intensity"), "{e}");
+
+        let bad_create = SMALL.replace(
+            "\"id\":\"proc_c\",",
+            "\"id\":\"proc_c\",\"create_time\":\"31/12/2026\",",
+        );
+        let e = err_of(&bad_create);
+        assert_eq!(e.kind(), "invalid_timestamp", "{e}");
+        assert!(e.to_string().contains("proc_c") && e.to_string().contains("create_time"));
 
         let bad_bytes = [b"[".as_slice(), &[0xff, 0xfe], b"]"].concat();
         assert!(matches!(

@@ -1,8 +1,10 @@
 //! The Hugging Face directory loader, on tiny random BERT / XLM-R checkpoints written here
 //! (config.json + model.safetensors + tokenizer.json), checked against candle-transformers'
-//! own `BertModel` / `XLMRobertaModel` run on the same weights.
+//! own `BertModel` / `XLMRobertaModel` run on the same weights. The same weights are also
+//! written as a `torch.save` zip (`pytorch_model.bin`) to check that path reads them alike.
 
 use std::collections::HashMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use candle_core::{DType, Device, Tensor};
@@ -296,4 +298,302 @@ fn bad_config_is_an_error_not_a_panic() {
     std::fs::remove_file(dir.join("model.safetensors")).expect("rm");
     let err = Embedder::load(&ModelSpec::hf_dir(&dir)).expect_err("no weights");
     assert!(err.to_string().contains("model.safetensors"), "{err}");
+}
+
+/// Just enough of a pickle (protocol 2) writer to emit what `torch.save(model.state_dict())`
+/// does: memoized globals and strings (BINPUT / BINGET, as CPython's pickler), small-int
+/// opcodes, TUPLE1..3, and BINPERSID storage references.
+#[derive(Default)]
+struct Pickle {
+    out: Vec<u8>,
+    memo: HashMap<String, u32>,
+    next: u32,
+}
+
+impl Pickle {
+    fn op(&mut self, op: u8) {
+        self.out.push(op);
+    }
+
+    fn put(&mut self) -> u32 {
+        let id = self.next;
+        self.next += 1;
+        match u8::try_from(id) {
+            Ok(small) => self.out.extend([b'q', small]), // BINPUT
+            Err(_) => {
+                self.op(b'r'); // LONG_BINPUT
+                self.out.extend(id.to_le_bytes());
+            }
+        }
+        id
+    }
+
+    /// Writes `value` once and memoizes it; later writes of the same key are BINGETs.
+    fn memoized(&mut self, key: String, value: impl FnOnce(&mut Self)) {
+        if let Some(&id) = self.memo.get(&key) {
+            match u8::try_from(id) {
+                Ok(small) => self.out.extend([b'h', small]), // BINGET
+                Err(_) => {
+                    self.op(b'j'); // LONG_BINGET
+                    self.out.extend(id.to_le_bytes());
+                }
+            }
+        } else {
+            value(self);
+            let id = self.put();
+            self.memo.insert(key, id);
+        }
+    }
+
+    fn global(&mut self, module: &str, name: &str) {
+        self.memoized(format!("global {module} {name}"), |p| {
+            p.op(b'c'); // GLOBAL
+            p.out.extend(format!("{module}\n{name}\n").bytes());
+        });
+    }
+
+    fn str(&mut self, s: &str) {
+        self.memoized(format!("str {s}"), |p| {
+            p.op(b'X'); // BINUNICODE
+            p.out
+                .extend(u32::try_from(s.len()).expect("len").to_le_bytes());
+            p.out.extend(s.bytes());
+        });
+    }
+
+    fn int(&mut self, v: usize) {
+        if let Ok(b) = u8::try_from(v) {
+            self.out.extend([b'K', b]); // BININT1
+        } else if let Ok(w) = u16::try_from(v) {
+            self.op(b'M'); // BININT2
+            self.out.extend(w.to_le_bytes());
+        } else {
+            self.op(b'J'); // BININT
+            self.out
+                .extend(i32::try_from(v).expect("int").to_le_bytes());
+        }
+    }
+
+    /// A tuple of `n` items written by `items`, as CPython encodes it.
+    fn tuple(&mut self, n: usize, items: impl FnOnce(&mut Self)) {
+        match n {
+            0 => self.op(b')'), // EMPTY_TUPLE
+            1..=3 => {
+                items(self);
+                self.op(0x84 + n as u8); // TUPLE1 / TUPLE2 / TUPLE3
+            }
+            _ => {
+                self.op(b'('); // MARK
+                items(self);
+                self.op(b't'); // TUPLE
+            }
+        }
+        self.put();
+    }
+
+    fn ints(&mut self, v: &[usize]) {
+        self.tuple(v.len(), |p| v.iter().for_each(|&x| p.int(x)));
+    }
+
+    /// `collections.OrderedDict()` (REDUCE of the class on an empty tuple).
+    fn empty_ordered_dict(&mut self) {
+        self.global("collections", "OrderedDict");
+        self.op(b')');
+        self.op(b'R'); // REDUCE
+        self.put();
+    }
+
+    /// `torch._utils._rebuild_tensor_v2(storage, 0, size, stride, False, OrderedDict())`
+    /// with the storage as persistent id `('storage', torch.<kind>, key, 'cpu', numel)`.
+    fn tensor(&mut self, kind: &str, key: &str, shape: &[usize]) {
+        let numel = shape.iter().product();
+        let mut stride = vec![1; shape.len()];
+        for i in (0..shape.len().saturating_sub(1)).rev() {
+            stride[i] = stride[i + 1] * shape[i + 1];
+        }
+        self.global("torch._utils", "_rebuild_tensor_v2");
+        self.tuple(6, |p| {
+            p.tuple(5, |p| {
+                p.str("storage");
+                p.global("torch", kind);
+                p.str(key);
+                p.str("cpu");
+                p.int(numel);
+            });
+            p.op(b'Q'); // BINPERSID
+            p.int(0);
+            p.ints(shape);
+            p.ints(&stride);
+            p.op(0x89); // NEWFALSE: requires_grad
+            p.empty_ordered_dict(); // backward hooks
+        });
+        self.op(b'R');
+        self.put();
+    }
+}
+
+/// A stored (uncompressed) entry, 64-byte aligned like torch's PyTorchStreamWriter.
+fn zip_entry(z: &mut zip::ZipWriter<std::io::Cursor<Vec<u8>>>, name: &str, data: &[u8]) {
+    let opts = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Stored)
+        .with_alignment(64);
+    z.start_file(name, opts).expect("zip entry");
+    z.write_all(data).expect("zip write");
+}
+
+/// The bytes `torch.save(state_dict, "pytorch_model.bin")` writes for `tensors`, in the
+/// zip format (PyTorch >= 1.6): `archive/data.pkl`, one `archive/data/<key>` per storage,
+/// `archive/version`. Like old Hugging Face checkpoints it also carries the int64
+/// `embeddings.position_ids` buffer and the state dict's `_metadata` attribute.
+fn torch_save(tensors: &HashMap<String, Tensor>, prefix: &str, max_pos: usize) -> Vec<u8> {
+    let mut names: Vec<&String> = tensors.keys().collect();
+    names.sort();
+    let mut storages: Vec<Vec<u8>> = Vec::new();
+    let mut p = Pickle::default();
+    p.out.extend([0x80, 2]); // PROTO 2
+    p.empty_ordered_dict();
+    p.op(b'(');
+    for name in names {
+        let t = &tensors[name];
+        let key = storages.len().to_string();
+        p.str(name);
+        p.tensor("FloatStorage", &key, t.dims());
+        let values: Vec<f32> = t
+            .flatten_all()
+            .expect("flat")
+            .to_vec1()
+            .expect("f32 values");
+        storages.push(values.iter().flat_map(|v| v.to_le_bytes()).collect());
+    }
+    let key = storages.len().to_string();
+    p.str(&format!("{prefix}embeddings.position_ids"));
+    p.tensor("LongStorage", &key, &[1, max_pos]);
+    storages.push((0..max_pos as i64).flat_map(|v| v.to_le_bytes()).collect());
+    p.op(b'u'); // SETITEMS
+                // BUILD with the state {'_metadata': OrderedDict({'': {'version': 1}})}.
+    p.op(b'}'); // EMPTY_DICT
+    p.put();
+    p.str("_metadata");
+    p.empty_ordered_dict();
+    p.str("");
+    p.op(b'}');
+    p.put();
+    p.str("version");
+    p.int(1);
+    p.op(b's'); // SETITEM
+    p.op(b's');
+    p.op(b's');
+    p.op(b'b'); // BUILD
+    p.op(b'.'); // STOP
+
+    let mut z = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    zip_entry(&mut z, "archive/data.pkl", &p.out);
+    zip_entry(&mut z, "archive/byteorder", b"little");
+    for (key, data) in storages.iter().enumerate() {
+        zip_entry(&mut z, &format!("archive/data/{key}"), data);
+    }
+    zip_entry(&mut z, "archive/version", b"3\n");
+    z.finish().expect("zip finish").into_inner()
+}
+
+/// A copy of the tiny checkpoint at `src` whose weights are only a `pytorch_model.bin`.
+/// The directory has the same name under another parent, so the model ids are comparable.
+fn pth_copy(src: &Path, f: Family) -> PathBuf {
+    let name = src.file_name().expect("name");
+    let dst = src
+        .parent()
+        .expect("parent")
+        .join(format!("{}-pth", name.to_string_lossy()))
+        .join(name);
+    let _ = std::fs::remove_dir_all(&dst);
+    std::fs::create_dir_all(&dst).expect("dir");
+    for file in ["config.json", "tokenizer.json"] {
+        std::fs::copy(src.join(file), dst.join(file)).expect("copy");
+    }
+    let tensors =
+        candle_core::safetensors::load(src.join("model.safetensors"), &Device::Cpu).expect("st");
+    let (prefix, max_pos) = match f {
+        Family::Bert => ("", 16),
+        Family::XlmR => ("roberta.", 18),
+    };
+    std::fs::write(
+        dst.join("pytorch_model.bin"),
+        torch_save(&tensors, prefix, max_pos),
+    )
+    .expect("write bin");
+    dst
+}
+
+#[test]
+fn pytorch_bin_reads_the_same_weights_as_safetensors() {
+    let texts = [
+        "小白打翻了麻辣烫",
+        "今天的股票市场",
+        "hello world!",
+        "你好世界，我们是猫狗。",
+    ];
+    for (f, name) in [
+        (Family::Bert, "bge-tiny-zh-bin"),
+        (Family::XlmR, "tiny-xlmr-bin"),
+    ] {
+        let st_dir = make_tiny(name, f);
+        let bin_dir = pth_copy(&st_dir, f);
+        assert!(!bin_dir.join("model.safetensors").exists());
+        for pooling in [Pooling::Cls, Pooling::Mean] {
+            let mut st_spec = ModelSpec::hf_dir(&st_dir);
+            st_spec.pooling = Some(pooling);
+            let mut bin_spec = ModelSpec::hf_dir(&bin_dir);
+            bin_spec.pooling = Some(pooling);
+            let st = Embedder::load(&st_spec).expect("load safetensors");
+            let bin = Embedder::load(&bin_spec).expect("load pytorch_model.bin");
+            assert_eq!(
+                bin.model_id(),
+                st.model_id(),
+                "same weights, same fingerprint"
+            );
+            assert_eq!(bin.dim(), st.dim());
+            for kind in [TextKind::Query, TextKind::Passage] {
+                let a = st.embed(&texts, kind).expect("embed st");
+                let b = bin.embed(&texts, kind).expect("embed bin");
+                assert_eq!(a.len(), texts.len());
+                for ((t, x), y) in texts.iter().zip(&a).zip(&b) {
+                    assert_eq!(x.len(), y.len());
+                    let diff = x
+                        .iter()
+                        .zip(y)
+                        .map(|(u, v)| (u - v).abs())
+                        .fold(0.0f32, f32::max);
+                    assert!(diff <= 1e-6, "{name} {pooling:?} {t:?}: max diff {diff}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn corrupt_pytorch_bin_is_an_error_not_a_panic() {
+    let dir = pth_copy(&make_tiny("tiny-corrupt", Family::Bert), Family::Bert);
+    let path = dir.join("pytorch_model.bin");
+    let good = std::fs::read(&path).expect("read");
+    Embedder::load(&ModelSpec::hf_dir(&dir)).expect("the intact file loads");
+    // Truncated downloads: cut anywhere, including inside the end-of-central-directory record.
+    for cut in [0, 4, 100, good.len() / 2, good.len() - 30, good.len() - 1] {
+        std::fs::write(&path, &good[..cut]).expect("write");
+        let err = Embedder::load(&ModelSpec::hf_dir(&dir))
+            .err()
+            .unwrap_or_else(|| panic!("a file cut at {cut} of {} loaded", good.len()));
+        let msg = err.to_string();
+        assert!(
+            msg.contains("bad model file") && msg.contains("pytorch_model.bin"),
+            "cut at {cut}: {msg}"
+        );
+    }
+    // Not a zip at all (e.g. a git-lfs pointer left in place of the weights).
+    std::fs::write(
+        &path,
+        b"version https://git-lfs.github.com/spec/v1\noid sha256:00\nsize 1\n",
+    )
+    .expect("write");
+    let err = Embedder::load(&ModelSpec::hf_dir(&dir)).expect_err("lfs pointer");
+    assert!(err.to_string().contains("pytorch_model.bin"), "{err}");
 }

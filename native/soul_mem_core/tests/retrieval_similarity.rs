@@ -356,3 +356,141 @@ fn int8_scan_stays_close_to_exact_cosine() {
         }
     }
 }
+
+#[test]
+fn non_finite_scores_are_dropped() {
+    let g = graph(vec![
+        sem("a", "Alpha", "", &["t"]),
+        sem("b", "Beta", "", &[]),
+        spec("s", "Alpha", None),
+    ]);
+    let idx = RetrievalIndex::build(&g, vectors(&g, 2, |_, _| vec![1.0, 0.0])).unwrap();
+    let sq = q(
+        r#"{"priority":0,"tag":["t"],"variant":{"Semantic":[{"concept_identifier":"alpha","description":""}]}}"#,
+    );
+    let eq = EmbeddedQuery::assemble(&sq, &[vec![1.0, 0.0], vec![0.6, 0.8]], 2).unwrap();
+    let mut c = cfg(-1.0, 10);
+    assert_eq!(similarity(&idx, &eq, &c).len(), 3);
+    // similarity() does not validate its config: a NaN channel weight makes every fused
+    // score NaN (0·x/0 for the tag/variant blend), and NaN must neither pass the floor nor
+    // take a top-k place — not even through the string channel's max.
+    for bad in [f32::NAN, f32::INFINITY] {
+        c.blend.tag = bad;
+        assert!(similarity(&idx, &eq, &c).is_empty(), "tag weight {bad}");
+    }
+    c.blend.tag = 0.0;
+    c.blend.variant = 0.0;
+    assert!(similarity(&idx, &eq, &c).is_empty());
+}
+
+#[test]
+fn nested_query_fields_reject_unknown_keys() {
+    let unit = |inner: &str| {
+        format!(r#"{{"priority":0,"tag":[],"variant":{{"Situation":[{{{inner}}}]}}}}"#)
+    };
+    for ok in [
+        r#""location":[{"name":"x","coordinates":"0,0"}]"#,
+        r#""participants":[{"name":"x","role":"y"}]"#,
+        r#""time_span":[{"start":"2026-01-01T00:00:00Z","end":null}]"#,
+        r#""environment":{"atmosphere":"x","tone":"y"}"#,
+        r#""event":[{"action":"x","initiator":"y","target":"z"}]"#,
+    ] {
+        serde_json::from_str::<SubQuery>(&unit(ok)).unwrap();
+    }
+    for bad in [
+        r#""location":[{"name":"x","lat":"0"}]"#,
+        r#""participants":[{"name":"x","rol":"y"}]"#,
+        r#""time_span":[{"start":"2026-01-01T00:00:00Z","stop":null}]"#,
+        r#""environment":{"atmosphere":"x","mood":"y"}"#,
+        r#""event":[{"action":"x","actor":"y"}]"#,
+    ] {
+        let err = serde_json::from_str::<SubQuery>(&unit(bad)).unwrap_err();
+        assert!(err.to_string().contains("unknown field"), "{bad}: {err}");
+    }
+}
+
+/// The seed once gave Situation queries the floor `min(similarity_threshold, 0.5)`
+/// (commit 2f7feb6), then replaced it by the plain floor + top-k (eb34772; the book's
+/// 检索与联想 §5 and the algo reference note that `SITUATION_SIMILARITY_THRESHOLD = 0.5` no
+/// longer exists). So a Situation query uses the global floor as is, like a Semantic one.
+#[test]
+fn situation_queries_use_the_global_floor_without_a_0_5_cap() {
+    let g = graph(vec![spec("s", "x", None), sem("m", "y", "", &[])]);
+    let idx = RetrievalIndex::build(
+        &g,
+        vectors(&g, 2, |id, _| {
+            if id == "s" {
+                vec![1.0, 0.0]
+            } else {
+                vec![0.0, 1.0]
+            }
+        }),
+    )
+    .unwrap();
+    let sit = q(r#"{"priority":0,"tag":[],"variant":{"Situation":[{"narrative":"q"}]}}"#);
+    let eq = EmbeddedQuery::assemble(&sit, &[vec![0.55, 0.835]], 2).unwrap();
+    let at = |floor: f32| score_of(&similarity(&idx, &eq, &cfg(floor, 10)), &idx, "s");
+    assert!((at(0.5).unwrap() - 0.55).abs() < 1e-3);
+    // Would pass min(0.6, 0.5) = 0.5; the global floor 0.6 drops it.
+    assert_eq!(at(0.6), None);
+    // The semantic node (cross-variant 0.8 × 0.835 ≈ 0.67) passes the same floor.
+    let out = similarity(&idx, &eq, &cfg(0.6, 10));
+    assert!((score_of(&out, &idx, "m").unwrap() - 0.8 * 0.835).abs() < 1e-3);
+}
+
+/// The field scan (rows streamed once per field, all probes per row, chunked when parallel)
+/// returns exactly the per-node values of `max_dot_q8`, bit for bit: semantic nodes with
+/// several name rows (aliases), situations through the cross-variant weight.
+#[test]
+fn field_scan_matches_per_node_kernel_bit_for_bit() {
+    use soul_mem_core::model::MemoryType;
+    use soul_mem_core::retrieval::embedding::{l2_normalise, QVec};
+    let notes: Vec<_> = (0..9000)
+        .map(|i| {
+            if i % 3 == 2 {
+                spec(
+                    &format!("n{i}"),
+                    &format!("情境{} 在{}", i % 97, i % 13),
+                    None,
+                )
+            } else {
+                let mut n = sem(&format!("n{i}"), &format!("概念{}", i % 101), "", &[]);
+                if let MemoryType::Semantic(s) = &mut n.mem_type {
+                    s.aliases = (0..i % 4).map(|a| format!("别名{}{}", i % 7, a)).collect();
+                }
+                n
+            }
+        })
+        .collect();
+    let g = graph(notes);
+    let e = HashEmbedder::new(48).unwrap();
+    let idx = RetrievalIndex::build_with_embedder(&g, &e).unwrap();
+    // An identifier sharing no character with any node: no string channel.
+    let sq = q(
+        r#"{"priority":0,"tag":[],"variant":{"Semantic":[{"concept_identifier":"zzz","description":""}]}}"#,
+    );
+    let mut v = e.embed_one("概念12 别名3 情境5 在7");
+    let eq = EmbeddedQuery::assemble(&sq, std::slice::from_ref(&v), 48).unwrap();
+    l2_normalise(&mut v);
+    let qv = QVec::new(v);
+    let nv = idx.vectors();
+    for parallel_min_nodes in [usize::MAX, 1] {
+        let c = SimilarityConfig {
+            similarity_threshold: -1.0,
+            max_results: usize::MAX,
+            parallel_min_nodes,
+            ..Default::default()
+        };
+        let out = similarity(&idx, &eq, &c);
+        assert_eq!(out.len(), g.len());
+        for (i, s) in out {
+            let i = i as usize;
+            let want = if i % 3 == 2 {
+                0.8 * nv.max_dot_q8(&qv, FieldKind::SitNarrative, i).unwrap()
+            } else {
+                nv.max_dot_q8(&qv, FieldKind::SemName, i).unwrap().max(0.0)
+            };
+            assert_eq!(s.to_bits(), want.max(0.0).to_bits(), "node {i}");
+        }
+    }
+}

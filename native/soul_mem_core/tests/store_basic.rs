@@ -2,26 +2,19 @@
 //! state, atomic batches, export/import round trip, activation.
 #![allow(clippy::unwrap_used)]
 
+mod store_util;
+
 use chrono::{DateTime, TimeZone, Utc};
 use soul_mem_core::graph::MemoryGraph;
 use soul_mem_core::import::{import_bytes, ImportOptions};
 use soul_mem_core::model::*;
 use soul_mem_core::store::{Change, ForgetState, Message, Store};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 const C: &str = "小红";
 
 fn tmp(name: &str) -> PathBuf {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let d = std::env::temp_dir().join(format!(
-        "soulmem-store-basic-{}-{}-{name}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst)
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    store_util::tmp("store-basic", name)
 }
 
 fn t(s: i64) -> DateTime<Utc> {
@@ -508,7 +501,7 @@ fn checkpoint_writes_graph_and_extra_changes_in_one_transaction() {
     g2.insert(sem("sem_new")).unwrap();
     let e = s
         .checkpoint(
-            &g2,
+            &mut g2,
             &[
                 Change::SetSummary("新的摘要".into()),
                 Change::PopMessages(seq),
@@ -522,7 +515,7 @@ fn checkpoint_writes_graph_and_extra_changes_in_one_transaction() {
     assert_eq!(s.window().unwrap().len(), 2);
 
     s.checkpoint(
-        &g2,
+        &mut g2,
         &[
             Change::SetSummary("新的摘要".into()),
             Change::PopMessages(seq),

@@ -11,6 +11,7 @@ fn bench_small_runs() {
     let r = bench_store(&dir, 500).unwrap();
     assert_eq!(r.nodes, 500);
     assert!(r.links > 500);
+    assert_eq!((r.touched, r.incremental_notes_written), (100, 100));
     assert!(r.single_writes_per_sec > 0.0);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -22,6 +23,8 @@ fn bench_10k_and_100k() {
     std::fs::create_dir_all(&dir).unwrap();
     for n in [10_000, 100_000] {
         let r = bench_store(&dir, n).unwrap();
+        // The incremental write-back after touching 100 notes only writes those.
+        assert_eq!(r.incremental_notes_written, 100);
         println!("{}", serde_json::to_string(&r).unwrap());
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -2,24 +2,17 @@
 //! stores and a full disk.
 #![allow(clippy::unwrap_used)]
 
+mod store_util;
+
 use chrono::{TimeZone, Utc};
 use soul_mem_core::model::*;
 use soul_mem_core::store::{Message, Store, StoreOptions};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 const C: &str = "小红";
 
 fn tmp(name: &str) -> PathBuf {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let d = std::env::temp_dir().join(format!(
-        "soulmem-store-faults-{}-{}-{name}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst)
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    store_util::tmp("store-faults", name)
 }
 
 fn note(i: usize) -> MemoryNote {

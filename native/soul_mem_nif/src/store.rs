@@ -207,12 +207,14 @@ impl CheckpointExtra {
     }
 }
 
-/// Writes the whole graph plus `extra_json` (see [`CheckpointExtra`]) and the graph's
-/// forgetting states in ONE transaction. Notes to archive are resolved first (graph, then
-/// store; an unknown one fails the whole checkpoint and nothing is written) and leave the
-/// graph.
+/// Writes the graph plus `extra_json` (see [`CheckpointExtra`]) and the graph's forgetting
+/// states in ONE transaction. Notes to archive are resolved first (graph, then store; an
+/// unknown one fails the whole checkpoint and nothing is written) and leave the graph.
+/// A graph loaded from or last checkpointed to this handle writes only the notes changed
+/// since ([`Store::checkpoint`]); `store_info` reports what the last checkpoint did.
 ///
-/// Complexity: O(notes + links) rows written.
+/// Complexity: O(changed notes + their links + forgetting states) rows written when
+/// incremental, O(notes + links) when full.
 #[rustler::nif(schedule = "DirtyIo")]
 fn store_checkpoint<'a>(
     env: Env<'a>,
@@ -259,7 +261,7 @@ fn store_checkpoint<'a>(
             changes.extend(archive.iter().map(|id| Change::ArchiveNote(*id)));
             changes.extend(deleted.iter().map(|id| Change::DeleteNote(*id)));
             changes.extend(extra.closing_changes());
-            store.checkpoint(engine.graph(), &changes)?;
+            store.checkpoint(engine.graph_mut(), &changes)?;
             Ok("saved")
         });
         if saved.is_err() {
@@ -407,7 +409,8 @@ fn store_import<'a>(env: Env<'a>, handle: StoreHandle, json: Binary) -> Term<'a>
     ok_or_error(env, result)
 }
 
-/// Active and archived notes, links and window messages stored, and whether a graph was saved.
+/// Active and archived notes, links and window messages stored, whether a graph was saved,
+/// and what the last checkpoint through this handle wrote (`last_checkpoint`, null before).
 #[rustler::nif(schedule = "DirtyIo")]
 fn store_info<'a>(env: Env<'a>, handle: StoreHandle) -> Term<'a> {
     let result = with_store(&handle, |store| {
@@ -419,6 +422,8 @@ fn store_info<'a>(env: Env<'a>, handle: StoreHandle) -> Term<'a> {
             "notes": notes, "archived": archived, "links": links,
             "window": store.window()?.len(),
             "graph_saved": store.meta(META_GRAPH_SAVED)?.is_some(),
+            // {mode, full_reason, notes_written, links_written, notes_deleted} or null.
+            "last_checkpoint": store.last_checkpoint(),
         });
         Ok(info.to_string())
     });
@@ -441,12 +446,16 @@ fn note_put<'a>(
         let mut engine = graph.write()?;
         let character = engine.graph().character().to_owned();
         let note = import::parse_note(&character, note_json.as_slice(), MAX_NOTE_BYTES)?;
-        let note = engine.graph().prepare_upsert(note)?;
-        if let Some(store) = &store {
-            with_store(store, |s| Ok(s.put_note(&note)?))?;
-        }
-        let id = note.id;
-        engine.graph_mut().upsert(note)?;
+        let id = match &store {
+            // Durable first; keeps the graph's sync with the store (incremental checkpoints).
+            Some(store) => with_store(store, |s| Ok(s.upsert_note(engine.graph_mut(), note)?))?,
+            None => {
+                let note = engine.graph().prepare_upsert(note)?;
+                let id = note.id;
+                engine.graph_mut().upsert(note)?;
+                id
+            }
+        };
         let graph = engine.graph();
         let stored = graph
             .get(&id)

@@ -183,9 +183,10 @@ fn working_recall<'a>(
     short: String,
 ) -> Term<'a> {
     let result = (|| {
-        let (queries, config, short) = recall_args(&queries, &config, &short)?;
+        let args = recall_args(&queries, &config, &short)?;
         with_all(&working, |wm, engine, store| {
-            let (result, report) = wm.recall(engine, store, &queries, &config, short)?;
+            let config = args.config_for(engine.embedder());
+            let (result, report) = wm.recall(engine, store, &args.queries, &config, args.short)?;
             Ok((engine.result_json(&result).to_string(), to_json(&report)?))
         })
     })();

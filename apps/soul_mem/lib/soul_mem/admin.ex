@@ -31,9 +31,14 @@ defmodule SoulMem.Admin do
 
   @doc """
   Runs a maintenance task now (`:consolidate | :persist | :forget |
-  :summarize_pending`), whatever the character's state. `{:error,
-  :unsupported}` when no configured implementation handles it (only
-  `:summarize_pending` ships today).
+  :summarize_pending`), whatever the character's state. The shipped
+  implementations, all in the default `config :soul_mem, :maintenance` list:
+  `SoulMem.Maintenance.SummarizePending` (`:summarize_pending`),
+  `SoulMem.Maintenance.Consolidate` (`:consolidate`) and
+  `SoulMem.Maintenance.ForgetSweep` (`:forget`); `:persist` writes the store
+  synchronously (see `persist/1`). `{:error, :unsupported}` when no
+  configured implementation handles the task (or, for `:persist`, the
+  character has no store).
   """
   @spec force(String.t() | pid(), SoulMem.Maintenance.task()) :: :ok | {:error, term()}
   def force(character, task), do: Character.force(character, task)

@@ -46,9 +46,13 @@ defmodule SoulMem.Character do
 
     * `:state_changed` — `:working` or `:idle`;
     * `:summary_updated` — the new cumulative summary;
-    * `:summary_failed` — `%{job: id, reason: reason}` (the job is retried
-      by the `:summarize_pending` maintenance task; its messages stay
-      visible);
+    * `:summary_failed` — `%{job: id, reason: reason, retry_in: ms}`: an
+      LLM error or a blank answer (`:empty_summary`, the summary is kept).
+      The job's messages stay visible; the character retries it after
+      `retry_in` ms, Working or Idle, with exponential backoff
+      (`:summary_retry` doubling up to `:summary_max_retry`, with jitter;
+      reset by a summary that lands). While Idle, the `:summarize_pending`
+      maintenance task retries it too; never two summary jobs run at once;
     * `:maintenance_done` — `%{tasks: [task], results: [{task, result}]}`.
   """
 
@@ -58,7 +62,7 @@ defmodule SoulMem.Character do
 
   require Logger
 
-  alias SoulMem.{Maintenance, Memory, Store, Window}
+  alias SoulMem.{Maintenance, Memory, ProgressLog, Store, Window}
 
   @default_timeout 5_000
   # Retrieval timestamps kept per note (newest); the NIF keeps the count.
@@ -83,6 +87,8 @@ defmodule SoulMem.Character do
     :data_dir,
     :store_quota,
     :working_memory,
+    :summary_retry,
+    :summary_max_retry,
     llm: [],
     summary: ""
   ]
@@ -108,6 +114,9 @@ defmodule SoulMem.Character do
       `:maintenance`);
     * `:maintenance_interval` — ms between maintenance runs while Idle
       (default: app env `:maintenance_interval_ms`, 10 min);
+    * `:summary_retry` / `:summary_max_retry` — first and largest delay in
+      ms before a failed summary job is retried (default: app env
+      `:summary_retry_ms`, 5 s, and `:summary_max_retry_ms`, 5 min);
     * `:embedder` — how the graph is embedded for retrieval after loading
       (`SoulMem.Embedding`): `:auto` (default: app env `:embedder`, else
       the model, falling back to `:hash` when it is missing), `:model`,
@@ -350,6 +359,22 @@ defmodule SoulMem.Character do
           Application.get_env(:soul_mem, :maintenance_interval_ms, 600_000),
       maintenance_ref: nil,
       maintenance_timer: nil,
+      summary_retry:
+        non_neg!(
+          :summary_retry,
+          opts[:summary_retry] || Application.get_env(:soul_mem, :summary_retry_ms, 5_000)
+        ),
+      summary_max_retry:
+        non_neg!(
+          :summary_max_retry,
+          opts[:summary_max_retry] ||
+            Application.get_env(:soul_mem, :summary_max_retry_ms, 300_000)
+        ),
+      # Failed summary retries in a row (the backoff exponent) and the pending
+      # retry timer; like the idle timer, its message carries a fresh ref.
+      retry_attempts: 0,
+      retry_ref: nil,
+      retry_timer: nil,
       llm: llm_opts(opts[:llm]),
       embedder: embedder!(opts[:embedder] || Application.get_env(:soul_mem, :embedder, :auto)),
       subscribers: %{},
@@ -409,6 +434,15 @@ defmodule SoulMem.Character do
       raise(
         ArgumentError,
         "expected :working_memory :auto | :full | keyword, got: #{inspect(other)}"
+      )
+
+  defp non_neg!(_key, ms) when is_integer(ms) and ms >= 0, do: ms
+
+  defp non_neg!(key, other),
+    do:
+      raise(
+        ArgumentError,
+        "expected #{inspect(key)} to be a non-negative integer (ms), got: #{inspect(other)}"
       )
 
   defp embedder!(e) when e in [:auto, :model, :hash, :none], do: e
@@ -571,7 +605,7 @@ defmodule SoulMem.Character do
 
   defp do_embed(embedding, %{embedder: :auto} = state, memory) do
     with {:ok, _model} <- embedding.ensure_loaded([]),
-         {:ok, _} <- embedding.embed_graph(memory, embedder: :model, progress: self()) do
+         {:ok, _} <- embed_logged(embedding, state, memory, :model) do
       :ok
     else
       {:error, error} ->
@@ -584,12 +618,24 @@ defmodule SoulMem.Character do
     end
   end
 
-  defp do_embed(embedding, %{embedder: embedder}, memory) do
+  defp do_embed(embedding, %{embedder: embedder} = state, memory) do
     if embedder == :model, do: embedding.ensure_loaded([])
 
-    case embedding.embed_graph(memory, embedder: embedder, progress: self()) do
+    case embed_logged(embedding, state, memory, embedder) do
       {:ok, _} -> :ok
       {:error, _} = error -> error
+    end
+  end
+
+  # The character is blocked in the NIF while a large graph embeds (minutes for
+  # tens of thousands of notes): a linked logger shows the progress meanwhile.
+  defp embed_logged(embedding, state, memory, embedder) do
+    log = ProgressLog.start("character #{state.id}: embedding its graph (#{embedder})")
+
+    try do
+      embedding.embed_graph(memory, embedder: embedder, progress: log)
+    after
+      ProgressLog.stop(log)
     end
   end
 
@@ -770,6 +816,15 @@ defmodule SoulMem.Character do
   def handle_info({:idle_timeout, _stale}, state), do: {:noreply, state}
   def handle_info(:idle_timeout, state), do: {:noreply, go_idle(state)}
 
+  def handle_info({:summary_retry, ref}, %{retry_ref: ref} = state) do
+    # Jobs a maintenance run holds are in flight, not failed: they are left
+    # to it, so the same job never runs twice at once.
+    state = %{state | retry_ref: nil, retry_timer: nil}
+    {:noreply, dispatch_summary(%{state | window: Window.requeue_failed(state.window)})}
+  end
+
+  def handle_info({:summary_retry, _stale}, state), do: {:noreply, state}
+
   def handle_info(:maintenance_tick, state) do
     state = %{state | maintenance_timer: nil}
 
@@ -857,26 +912,23 @@ defmodule SoulMem.Character do
 
     case Window.complete(state.window, job_id, summary) do
       {:ok, window} ->
-        state = persist_summary(%{state | window: window})
+        state = %{state | window: window} |> persist_summary() |> reset_retry()
         notify(state, :summary_updated, summary)
         dispatch_summary(state)
+
+      # A blank answer must not wipe the summary: the job failed.
+      {:error, :empty_summary} ->
+        summary_failed(state, job_id, :empty_summary)
 
       {:error, :unknown_job} ->
         state
     end
   end
 
-  defp task_done(state, {:summary, job_id}, {:error, reason}) do
-    Logger.warning(
-      "character #{state.id}: summary job #{job_id} failed (#{inspect(reason, limit: 5)}); " <>
-        "it is retried by maintenance"
-    )
+  defp task_done(state, {:summary, job_id}, {:error, reason}),
+    do: summary_failed(state, job_id, reason)
 
-    notify(state, :summary_failed, %{job: job_id, reason: reason})
-    %{state | window: Window.fail(state.window, job_id)}
-  end
-
-  defp task_done(state, {:maintenance, tasks}, result) do
+  defp task_done(state, {:maintenance, tasks, job_ids}, result) do
     results =
       case result do
         list when is_list(list) -> list
@@ -885,34 +937,69 @@ defmodule SoulMem.Character do
 
     changes = for {_task, {:ok, changes}} <- results, change <- changes, do: change
 
-    window =
-      Enum.reduce(changes, state.window, fn
-        {:summary_done, job_id, summary}, window ->
+    {window, summary_changed?} =
+      Enum.reduce(changes, {state.window, false}, fn
+        {:summary_done, job_id, summary}, {window, changed?} ->
           case Window.complete(window, job_id, summary) do
-            {:ok, window} -> window
-            {:error, _} -> window
+            {:ok, window} -> {window, true}
+            {:error, _} -> {window, changed?}
           end
 
-        _other, window ->
-          window
+        _other, acc ->
+          acc
       end)
 
-    # Jobs the retry did not complete stay failed until the next run.
-    window =
-      case Enum.find(Window.jobs(window), &(&1.status == :in_flight)) do
-        nil -> window
-        job -> Window.fail(window, job.id)
-      end
-
-    summary_changed? = Enum.any?(changes, &match?({:summary_done, _, _}, &1))
+    # Checked-out jobs the run did not complete are failed again (only
+    # those: a job dispatched meanwhile is not the run's to fail).
+    window = Window.fail_jobs(window, job_ids)
+    state = %{state | window: window, maintenance_ref: nil}
+    state = if summary_changed?, do: reset_retry(state), else: state
 
     state =
-      persist_changes(%{state | window: window, maintenance_ref: nil}, changes, summary_changed?)
+      if head_failed?(state.window),
+        do: state |> schedule_retry() |> elem(1),
+        else: state
+
+    state = persist_changes(state, changes, summary_changed?)
 
     if summary_changed?, do: notify(state, :summary_updated, Window.summary(state.window))
     notify(state, :maintenance_done, %{tasks: tasks, results: results})
 
     state |> dispatch_summary() |> schedule_maintenance()
+  end
+
+  defp summary_failed(state, job_id, reason) do
+    {delay, state} = schedule_retry(%{state | window: Window.fail(state.window, job_id)})
+
+    Logger.warning(
+      "character #{state.id}: summary job #{job_id} failed (#{inspect(reason, limit: 5)}); " <>
+        "retry in #{delay} ms"
+    )
+
+    notify(state, :summary_failed, %{job: job_id, reason: reason, retry_in: delay})
+    state
+  end
+
+  defp head_failed?(window), do: match?([%{status: :failed} | _], Window.jobs(window))
+
+  # One pending retry at most: a new failure replaces the timer, one step
+  # further along the backoff.
+  defp schedule_retry(state) do
+    if state.retry_timer, do: Process.cancel_timer(state.retry_timer)
+
+    delay =
+      SoulMem.Backoff.delay(state.retry_attempts, state.summary_retry, state.summary_max_retry)
+
+    ref = make_ref()
+    timer = Process.send_after(self(), {:summary_retry, ref}, delay)
+
+    {delay,
+     %{state | retry_attempts: state.retry_attempts + 1, retry_ref: ref, retry_timer: timer}}
+  end
+
+  defp reset_retry(state) do
+    if state.retry_timer, do: Process.cancel_timer(state.retry_timer)
+    %{state | retry_attempts: 0, retry_ref: nil, retry_timer: nil}
   end
 
   ## States and maintenance
@@ -975,11 +1062,13 @@ defmodule SoulMem.Character do
         Maintenance.run_all(tasks, snapshot, impls)
       end)
 
+    job_ids = Enum.map(jobs, & &1.id)
+
     %{
       state
       | window: window,
         maintenance_ref: task.ref,
-        tasks: Map.put(state.tasks, task.ref, {:maintenance, tasks})
+        tasks: Map.put(state.tasks, task.ref, {:maintenance, tasks, job_ids})
     }
   end
 

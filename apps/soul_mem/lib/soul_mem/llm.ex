@@ -63,7 +63,8 @@ defmodule SoulMem.LLM do
 
   @doc """
   Sends `messages` to the chat completions endpoint and returns the first
-  choice's content and the decoded response.
+  choice's content and the decoded response. A blank content (empty or
+  whitespace only) fails with `{:error, {:invalid_response, :empty_content}}`.
 
   Options (each overrides the application env, see the moduledoc):
   `:base_url`, `:api_key`, `:model`, `:temperature`, `:max_tokens`,
@@ -229,7 +230,11 @@ defmodule SoulMem.LLM do
     case JSON.decode(resp) do
       {:ok, %{"choices" => [%{"message" => %{"content" => content}} | _]} = raw}
       when is_binary(content) ->
-        {:ok, %{content: content, raw: raw}}
+        # No caller can use a blank answer (a summary, a revision, a reply);
+        # accepting it would, e.g., replace a cumulative summary with nothing.
+        if String.trim(content) == "",
+          do: {:error, {:invalid_response, :empty_content}},
+          else: {:ok, %{content: content, raw: raw}}
 
       {:ok, other} ->
         {:error, {:invalid_response, truncate_term(other)}}
@@ -248,11 +253,8 @@ defmodule SoulMem.LLM do
   defp retryable?(:timeout), do: true
   defp retryable?(_), do: false
 
-  defp backoff(config, attempt) do
-    base = min(config.backoff * Integer.pow(2, attempt), config.max_backoff)
-    # Up to 25% jitter so that concurrent callers do not retry in lockstep.
-    base + :rand.uniform(max(div(base, 4), 1)) - 1
-  end
+  defp backoff(config, attempt),
+    do: SoulMem.Backoff.delay(attempt, config.backoff, config.max_backoff)
 
   defp truncate(binary) when byte_size(binary) > 500, do: binary_part(binary, 0, 500)
   defp truncate(binary), do: binary

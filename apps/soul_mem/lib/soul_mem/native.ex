@@ -38,7 +38,9 @@ defmodule SoulMem.Native do
   def live_graph_handles, do: :erlang.nif_error(:nif_not_loaded)
 
   # DirtyCpu: load the embedding model process-wide ("" = discover / no cache)
-  def embedder_load(_model_path, _cache_path), do: :erlang.nif_error(:nif_not_loaded)
+  def embedder_load(_model_path, _cache_path, _similarity_floor),
+    do: :erlang.nif_error(:nif_not_loaded)
+
   def embedder_info, do: :erlang.nif_error(:nif_not_loaded)
   # DirtyCpu: {:ok, {dim, [f32 LE binary]}}
   def embed_texts(_texts, _kind), do: :erlang.nif_error(:nif_not_loaded)
@@ -46,6 +48,7 @@ defmodule SoulMem.Native do
   def graph_embed(_graph, _embedder, _progress_pid), do: :erlang.nif_error(:nif_not_loaded)
   # DirtyCpu: JSON in (queries, config, short), JSON out
   def engine_recall(_graph, _queries, _config, _short), do: :erlang.nif_error(:nif_not_loaded)
+  def engine_core(_graph), do: :erlang.nif_error(:nif_not_loaded)
   def engine_record(_graph, _ids, _at_ms), do: :erlang.nif_error(:nif_not_loaded)
   # DirtyCpu (jieba)
   def text_queries(_text, _max_keywords), do: :erlang.nif_error(:nif_not_loaded)

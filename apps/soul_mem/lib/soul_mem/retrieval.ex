@@ -54,15 +54,17 @@ defmodule SoulMem.Retrieval do
   Runs the pipeline for `queries`.
 
   Options: `:short` — `%{messages: [String.t()], summary: String.t() | nil}` (window and
-  summary, handed to the ShortOnly stage); `:config` — a map of pipeline options in the seed's
-  config shape (unknown keys and out-of-range values are errors).
+  summary, handed to the ShortOnly stage); `:config` — pipeline options in the seed's config
+  shape, as a map (string or atom keys) or a keyword list, nested the same way
+  (`config: [similarity: [max_results: 10]]`); unknown keys and out-of-range values are
+  errors.
   """
   @spec run(Memory.t(), [map()], keyword()) :: {:ok, result()} | {:error, Error.t()}
   def run(%Memory{} = memory, queries, opts \\ []) when is_list(queries) do
     opts = Keyword.validate!(opts, short: nil, config: %{})
 
     with {:ok, queries_json} <- encode(queries),
-         {:ok, config_json} <- encode(opts[:config]),
+         {:ok, config_json} <- encode(config_map(opts[:config])),
          {:ok, short_json} <- encode(short(opts[:short])),
          {:ok, json} <- recall(memory, queries_json, config_json, short_json) do
       decoded = JSON.decode!(json)
@@ -74,6 +76,18 @@ defmodule SoulMem.Retrieval do
          self_knowledge: items(decoded["self_knowledge"]),
          core: items(decoded["core"])
        }}
+    end
+  end
+
+  @doc """
+  The core memories (notes flagged core, e.g. the self node `sem_self`) as recall items with
+  stage `"Core"`, in graph order: what a recall lists under `:core`, for a recall that runs
+  no retrieval.
+  """
+  @spec core(Memory.t()) :: {:ok, [item()]} | {:error, Error.t()}
+  def core(%Memory{ref: ref}) do
+    with {:ok, json} <- Error.from_native(Native.engine_core(ref)) do
+      {:ok, items(JSON.decode!(json))}
     end
   end
 
@@ -105,6 +119,18 @@ defmodule SoulMem.Retrieval do
   end
 
   defp encode(term), do: JSON.encode_arg(term)
+
+  # Keyword lists and atom keys become the string-keyed objects the native side reads;
+  # anything else passes through and is judged there.
+  defp config_map([{k, _} | _] = kw) when is_atom(k) do
+    if Keyword.keyword?(kw), do: config_map(Map.new(kw)), else: kw
+  end
+
+  defp config_map(%{} = map) when not is_struct(map) do
+    Map.new(map, fn {k, v} -> {if(is_atom(k), do: Atom.to_string(k), else: k), config_map(v)} end)
+  end
+
+  defp config_map(other), do: other
 
   @keys Map.new(
           ~w(id uuid kind content score stage seeds core action_type)a,

@@ -120,8 +120,11 @@ defmodule SoulMem.Store do
   end
 
   @doc """
-  Writes the whole graph of `memory` plus, in the same transaction, the
-  options given:
+  Writes the graph of `memory` plus, in the same transaction, the options
+  given. A graph loaded from this store handle (or checkpointed to it before)
+  writes only the notes changed since, otherwise the whole graph is written;
+  `info/1` reports which (`"last_checkpoint"`). Either way the stored graph
+  ends up equal to `memory`. Options:
 
     * `:summary` — the new running summary;
     * `:pop_to` — drop window messages up to this sequence number;
@@ -234,7 +237,13 @@ defmodule SoulMem.Store do
     with {:ok, _} <- Error.from_native(Native.store_import(ref, json)), do: :ok
   end
 
-  @doc "Counts and facts about the file: notes, archived, links, window, schema version, path."
+  @doc """
+  Counts and facts about the file: notes, archived, links, window, schema
+  version, path, and `"last_checkpoint"` — what the last `checkpoint/3`
+  through this handle wrote (`"mode"` `"full"` or `"incremental"`,
+  `"full_reason"`, `"notes_written"`, `"links_written"`, `"notes_deleted"`),
+  `nil` before the first (working-memory checkpoints are not reported).
+  """
   @spec info(t()) :: {:ok, map()} | {:error, Error.t()}
   def info(%__MODULE__{ref: ref}) do
     with {:ok, json} <- Error.from_native(Native.store_info(ref)), do: JSON.decode(json)

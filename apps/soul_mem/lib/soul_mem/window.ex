@@ -249,21 +249,65 @@ defmodule SoulMem.Window do
   @doc """
   Records the summary of job `job_id`, which must be the oldest job: the
   summary replaces the previous one and the messages it covers leave
-  `pending`. Returns `{:error, :unknown_job}` for any other id.
+  `pending`. Returns `{:error, :unknown_job}` for any other id and
+  `{:error, :empty_summary}` for a blank summary (empty or whitespace only:
+  it would wipe the cumulative summary; the caller fails the job instead).
+  The window is unchanged on error.
   """
-  @spec complete(t(), pos_integer(), String.t()) :: {:ok, t()} | {:error, :unknown_job}
+  @spec complete(t(), pos_integer(), String.t()) ::
+          {:ok, t()} | {:error, :unknown_job | :empty_summary}
   def complete(%__MODULE__{jobs: [%Job{id: id} = job | rest]} = window, id, summary)
       when is_binary(summary) do
-    pending = Enum.reject(window.pending, &(&1.seq <= job.upto))
-    {:ok, %{window | jobs: rest, summary: summary, covered_upto: job.upto, pending: pending}}
+    if String.trim(summary) == "" do
+      {:error, :empty_summary}
+    else
+      pending = Enum.reject(window.pending, &(&1.seq <= job.upto))
+      {:ok, %{window | jobs: rest, summary: summary, covered_upto: job.upto, pending: pending}}
+    end
   end
 
   def complete(%__MODULE__{}, _id, _summary), do: {:error, :unknown_job}
 
   @doc """
+  Puts failed jobs back in the queue (`:failed` → `:queued`), so that
+  `next_job/1` runs the head again. Jobs in flight are left alone: a job is
+  never run twice at once.
+  """
+  @spec requeue_failed(t()) :: t()
+  def requeue_failed(%__MODULE__{jobs: jobs} = window) do
+    jobs =
+      Enum.map(jobs, fn
+        %Job{status: :failed} = job -> %{job | status: :queued}
+        job -> job
+      end)
+
+    %{window | jobs: jobs}
+  end
+
+  @doc """
+  Marks the jobs among `job_ids` that are still in flight as failed (those a
+  maintenance run checked out and did not complete). Other jobs, in flight
+  or not, are left alone.
+  """
+  @spec fail_jobs(t(), [pos_integer()]) :: t()
+  def fail_jobs(%__MODULE__{jobs: jobs} = window, job_ids) when is_list(job_ids) do
+    jobs =
+      Enum.map(jobs, fn
+        %Job{status: :in_flight, id: id} = job ->
+          if id in job_ids, do: %{job | status: :failed}, else: job
+
+        job ->
+          job
+      end)
+
+    %{window | jobs: jobs}
+  end
+
+  @doc """
   Marks job `job_id` (and every other in-flight job) as failed: it stays
   queued, its messages stay pending, and it is retried through
-  `checkout_failed/1`. Unknown ids leave the window unchanged.
+  `requeue_failed/1` or `checkout_failed/1`. Unknown ids leave the window
+  unchanged.
   """
   @spec fail(t(), pos_integer()) :: t()
   def fail(%__MODULE__{jobs: jobs} = window, job_id) do

@@ -122,6 +122,12 @@ defmodule SoulMem.CharacterTest do
       :ok = Character.push(id, Enum.map(~w(a b c d), &user/1))
       wait({:soul_mem, ^id, :summary_failed, %{reason: :timeout}})
 
+      # The timed-out job's messages are still in recall's window and context.
+      assert {:ok, result} = SoulMem.recall(id, %{messages: [user("e")]}, retrieval: Nope)
+      assert texts(result.window) == ~w(a b c d e)
+      assert result.summary == ""
+      assert result.context =~ "【最近对话】\n用户：a\n用户：b\n用户：c\n用户：d\n用户：e"
+
       {down, _} = start_character(%{}, llm: [base_url: FakeLLM.refused_url(), retries: 0])
       :ok = Character.push(down, Enum.map(~w(a b c d e), &user/1))
       wait({:soul_mem, ^down, :summary_failed, %{reason: {:connect, _}}})
@@ -129,6 +135,137 @@ defmodule SoulMem.CharacterTest do
       assert {:ok, result} = SoulMem.recall(down, %{messages: [user("f")]}, retrieval: Nope)
       assert texts(result.window) == ~w(a b c d e f)
       assert result.context =~ "用户：f"
+    end
+  end
+
+  describe "summary retries" do
+    test "a blank reply does not wipe the summary; the job is retried and lands", context do
+      FakeLLM.script(context.server, [{:reply, ""}, {:reply, "  \n "}])
+
+      {id, _pid} =
+        start_character(context,
+          summary: "旧摘要",
+          summary_retry: 5,
+          summary_max_retry: 50,
+          llm: [base_url: context.url, retries: 0]
+        )
+
+      :ok = Character.push(id, Enum.map(~w(a b c d), &user/1))
+
+      wait(
+        {:soul_mem, ^id, :summary_failed, %{job: 1, reason: {:invalid_response, :empty_content}}}
+      )
+
+      wait({:soul_mem, ^id, :summary_failed, %{job: 1}})
+      wait({:soul_mem, ^id, :summary_updated, "summary 3"})
+      refute_received {:soul_mem, ^id, :summary_updated, _}
+
+      # Every attempt built on the old summary and held the popped message.
+      for request <- FakeLLM.requests(context.server) do
+        prompt = request.body["messages"] |> List.last() |> Map.get("content")
+        assert prompt =~ "【之前的摘要】\n旧摘要"
+        assert prompt =~ "【滑出窗口的消息】\n用户：a"
+      end
+
+      {:ok, window} = Character.window(id)
+      assert texts(Window.visible(window)) == ~w(b c d)
+    end
+
+    test "a character that stays Working retries failed summaries with backoff", context do
+      FakeLLM.script(context.server, [
+        {:status, 500},
+        {:status, 500},
+        {:reply, "S"},
+        {:status, 500}
+      ])
+
+      {id, _pid} =
+        start_character(context,
+          summary_retry: 30,
+          summary_max_retry: 1_000,
+          llm: [base_url: context.url, retries: 0]
+        )
+
+      :ok = Character.push(id, Enum.map(~w(a b c d), &user/1))
+      wait({:soul_mem, ^id, :state_changed, :working})
+      wait({:soul_mem, ^id, :summary_failed, %{job: 1, retry_in: first}})
+      assert first in 30..37
+
+      # Requests keep coming meanwhile; nothing is lost.
+      :ok = Character.push(id, user("e"))
+      wait({:soul_mem, ^id, :summary_failed, %{job: 1, retry_in: second}})
+      assert second in 60..75
+      wait({:soul_mem, ^id, :summary_updated, "S"})
+      {:ok, window} = Character.window(id)
+      assert texts(Window.visible(window)) == ~w(c d e)
+
+      # A landed summary resets the backoff.
+      :ok = Character.push(id, Enum.map(~w(f g), &user/1))
+      wait({:soul_mem, ^id, :summary_failed, %{job: 2, retry_in: again}})
+      assert again in 30..37
+      wait({:soul_mem, ^id, :summary_updated, "summary 5"})
+
+      # Never Idle, no maintenance: the character retried by itself.
+      refute_received {:soul_mem, ^id, :state_changed, :idle}
+      refute_received {:soul_mem, ^id, :maintenance_done, _}
+      assert {:ok, %{state: :working, jobs: 0}} = Character.info(id)
+      {:ok, window} = Character.window(id)
+      assert texts(Window.visible(window)) == ~w(e f g)
+
+      [_, _, retry | _] = FakeLLM.requests(context.server)
+      prompt = retry.body["messages"] |> List.last() |> Map.get("content")
+      assert prompt =~ "【滑出窗口的消息】\n用户：a"
+    end
+
+    test "a retry in flight is not run twice by maintenance; stale retry timers are ignored",
+         context do
+      FakeLLM.script(context.server, [{:status, 500}, :hang])
+
+      {id, pid} =
+        start_character(context,
+          summary_retry: 5,
+          summary_max_retry: 5,
+          llm: [base_url: context.url, retries: 0, timeout: 60_000]
+        )
+
+      :ok = Character.push(id, Enum.map(~w(a b c d), &user/1))
+      wait({:soul_mem, ^id, :summary_failed, %{job: 1}})
+      # The retry is in flight (the server hangs on it).
+      wait({:fake_llm, _})
+      wait({:fake_llm, _})
+
+      send(pid, {:summary_retry, make_ref()})
+      assert :ok = Character.force(id, :summarize_pending)
+
+      wait({:soul_mem, ^id, :maintenance_done, %{results: [{:summarize_pending, {:ok, []}}]}})
+
+      assert length(FakeLLM.requests(context.server)) == 2
+      assert {:ok, %{jobs: 1}} = Character.info(id)
+      {:ok, window} = Character.window(id)
+      assert [%{id: 1, status: :in_flight}] = Window.jobs(window)
+    end
+  end
+
+  describe "SummarizePending" do
+    test "stops at a blank answer: the jobs before it land, the summary is not wiped",
+         context do
+      window =
+        Window.new(capacity: 2, summary: "旧摘要")
+        |> Window.push_all(Enum.map(~w(a b c d e), &Map.put(user(&1), :at, DateTime.utc_now())))
+        |> elem(1)
+
+      window = Window.fail(elem(Window.next_job(window), 2), 1)
+      {:ok, jobs, window} = Window.checkout_failed(window)
+      snapshot = %{window: window, jobs: jobs, llm: [base_url: context.url, retries: 0]}
+
+      FakeLLM.script(context.server, [{:reply, "S1"}, {:reply, " "}])
+
+      assert {:ok, [{:summary_done, 1, "S1"}]} =
+               SoulMem.Maintenance.SummarizePending.run(:summarize_pending, snapshot)
+
+      FakeLLM.script(context.server, [{:reply, ""}])
+
+      assert {:error, _} = SoulMem.Maintenance.SummarizePending.run(:summarize_pending, snapshot)
     end
   end
 
@@ -256,15 +393,24 @@ defmodule SoulMem.CharacterTest do
       refute Map.has_key?(:sys.get_state(pid).subscribers, sub)
     end
 
-    test "50 concurrent pushes and recalls: every message kept, each sender in order",
+    test "50 concurrent pushes and recalls while summaries land: nothing lost, in order",
          context do
-      FakeLLM.script(context.server, List.duplicate({:status, 500}, 200))
+      # Every summary call succeeds ("summary N" for the N-th request), so
+      # messages really slide out of the window and are dropped as their
+      # summaries land, in the middle of the run.
       {id, _} = start_character(context, window: 12, llm: [base_url: context.url, retries: 0])
 
       1..10
       |> Task.async_stream(
         fn sender ->
+          :ok = Character.subscribe(id)
+
           for n <- 1..5 do
+            # The last message of each sender waits for a landed summary:
+            # the 40 messages before it queue summary jobs (window 12).
+            if n == 5 and Character.summary(id) == {:ok, ""},
+              do: assert_receive({:soul_mem, ^id, :summary_updated, _}, 10_000)
+
             text = "s#{sender}-#{n}"
 
             if rem(n, 2) == 0,
@@ -272,19 +418,56 @@ defmodule SoulMem.CharacterTest do
               else: :ok = Character.push(id, user(text))
           end
         end,
-        max_concurrency: 10
+        max_concurrency: 10,
+        timeout: 30_000
       )
       |> Enum.each(fn {:ok, _} -> :ok end)
 
+      # 50 messages, tags every 12: messages 1, 13, 25 and 37 slid out, so
+      # four cumulative jobs, run in order.
+      wait({:soul_mem, ^id, :summary_updated, "summary 4"})
       {:ok, window} = Character.window(id)
+      assert Window.jobs(window) == []
+      assert Window.summary(window) == "summary 4"
       visible = texts(Window.visible(window))
-      assert length(visible) == 50
-      assert Enum.uniq(visible) == visible
+      assert length(visible) == 12
+
+      prompts =
+        for request <- FakeLLM.requests(context.server),
+            do: request.body["messages"] |> List.last() |> Map.get("content")
+
+      assert length(prompts) == 4
+
+      # Each prompt builds on the summary before it.
+      for {prompt, n} <- Enum.with_index(prompts) do
+        previous = if n == 0, do: "（无）", else: "summary #{n}"
+        assert prompt =~ "【之前的摘要】\n" <> previous <> "\n"
+      end
+
+      summarised =
+        for prompt <- prompts do
+          for "用户：" <> text <- String.split(prompt, "\n"), do: text
+        end
+
+      covered = summarised |> List.flatten() |> MapSet.new()
 
       for sender <- 1..10 do
+        all = Enum.map(1..5, &"s#{sender}-#{&1}")
         mine = Enum.filter(visible, &String.starts_with?(&1, "s#{sender}-"))
-        assert mine == Enum.map(1..5, &"s#{sender}-#{&1}")
+
+        # The window keeps each sender's newest messages, in order; the older
+        # ones are in a summary that was produced.
+        assert mine == Enum.take(all, -length(mine))
+        assert Enum.all?(all -- mine, &(&1 in covered))
+
+        # And each summary saw a sender's messages in order too.
+        for texts <- summarised do
+          theirs = Enum.filter(texts, &String.starts_with?(&1, "s#{sender}-"))
+          assert theirs == Enum.filter(all, &(&1 in theirs))
+        end
       end
+
+      assert Enum.uniq(visible) == visible
     end
   end
 

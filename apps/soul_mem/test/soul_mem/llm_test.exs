@@ -75,9 +75,95 @@ defmodule SoulMem.LLMTest do
              LLM.chat(@messages, base_url: url, retries: 1, backoff: 1)
   end
 
-  test "refused connections, timeouts and dropped connections are errors" do
-    assert {:error, {:connect, _}} =
-             LLM.chat(@messages, base_url: FakeLLM.refused_url(), retries: 1, backoff: 1)
+  # Forwards the LLM client's log events of process `watch` to `test`: they
+  # show each failed attempt as it happens (a refused connection is never
+  # seen by any server).
+  defmodule LogRelay do
+    @moduledoc false
+    def log(%{msg: msg, meta: %{pid: pid}}, %{config: %{watch: pid, test: test}}),
+      do: send(test, {:llm_log, text(msg)})
+
+    def log(_event, _config), do: :ok
+
+    defp text({:string, chardata}), do: IO.chardata_to_string(chardata)
+    defp text({format, args}) when is_list(args), do: to_string(:io_lib.format(format, args))
+    defp text(other), do: inspect(other)
+  end
+
+  # Runs `fun` in a task whose log events come to the test as {:llm_log, text}.
+  defp with_log_relay(fun) do
+    task =
+      Task.async(fn ->
+        receive do: (:go -> fun.())
+      end)
+
+    handler = :"llm_log_relay_#{System.unique_integer([:positive])}"
+    :ok = :logger.add_handler(handler, LogRelay, %{config: %{watch: task.pid, test: self()}})
+    on_exit(fn -> :logger.remove_handler(handler) end)
+    send(task.pid, :go)
+    task
+  end
+
+  test "refused connections are errors once the retries are used up, after the backoff" do
+    started = System.monotonic_time(:millisecond)
+
+    task =
+      with_log_relay(fn ->
+        LLM.chat(@messages,
+          base_url: FakeLLM.refused_url(),
+          retries: 2,
+          backoff: 60,
+          max_backoff: 1_000
+        )
+      end)
+
+    assert {:error, {:connect, _}} = Task.await(task, 10_000)
+    elapsed = System.monotonic_time(:millisecond) - started
+
+    # Three attempts: two retries logged, then the error. The waits between
+    # them are at least 60 + 120 ms (jitter only adds).
+    assert_received {:llm_log, first}
+    assert first =~ "retry 1/2" and first =~ "connect"
+    assert_received {:llm_log, second}
+    assert second =~ "retry 2/2"
+    refute_received {:llm_log, _}
+    assert elapsed >= 180
+  end
+
+  test "a refused connection is retried: the server starting meanwhile answers" do
+    port = FakeLLM.refused_port()
+
+    task =
+      with_log_relay(fn ->
+        LLM.chat(@messages,
+          base_url: "http://127.0.0.1:#{port}/v1",
+          retries: 5,
+          backoff: 200,
+          max_backoff: 2_000
+        )
+      end)
+
+    # The first attempt was refused; the server listens before the retry.
+    wait({:llm_log, log})
+    assert log =~ "retry 1/5" and log =~ "connect"
+    late = start_supervised!({FakeLLM, owner: self(), port: port}, id: :late)
+
+    assert {:ok, %{content: "summary 1"}} = Task.await(task, 10_000)
+    assert [_] = FakeLLM.requests(late)
+  end
+
+  test "a blank answer is an invalid response", %{server: server, url: url} do
+    FakeLLM.script(server, [{:reply, ""}, {:reply, " \n\t "}, {:reply, "x"}])
+
+    assert {:error, {:invalid_response, :empty_content}} =
+             LLM.chat(@messages, base_url: url, retries: 2)
+
+    assert {:error, {:invalid_response, :empty_content}} =
+             LLM.chat(@messages, base_url: url, retries: 2)
+
+    # Not retried by the client: one request each.
+    assert length(FakeLLM.requests(server)) == 2
+    assert {:ok, %{content: "x"}} = LLM.chat(@messages, base_url: url)
   end
 
   test "a server that never answers times out", %{server: server, url: url} do

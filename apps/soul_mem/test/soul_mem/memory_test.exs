@@ -93,6 +93,26 @@ defmodule SoulMem.MemoryTest do
       assert reason in [:invalid_json, :invalid_value]
     end
 
+    test "bad values name the node and the field and load nothing" do
+      link = sem_link("a", "b") |> Map.put("intensity", -1.0)
+      json = graph_json([semantic("a") |> Map.put("mem_links", [link]), semantic("b")])
+
+      assert {:error, %Error{reason: :invalid_value, message: message}} =
+               Memory.import_json("alice", json)
+
+      assert message =~ ~s("a") and message =~ "mem_links[0].intensity"
+
+      infinite = String.replace(json, "-1.0", "1e999")
+      assert {:error, %Error{reason: :invalid_value}} = Memory.import_json("alice", infinite)
+
+      stamped = semantic("a") |> Map.put("create_time", "yesterday")
+
+      assert {:error, %Error{reason: :invalid_timestamp, message: message}} =
+               Memory.import_json("alice", graph_json([stamped]))
+
+      assert message =~ "create_time"
+    end
+
     test "input that is not UTF-8 is :not_utf8" do
       assert {:error, %Error{reason: :not_utf8}} = Memory.import_json("alice", <<"[", 255, "]">>)
     end

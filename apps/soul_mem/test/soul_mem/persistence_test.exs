@@ -380,4 +380,50 @@ defmodule SoulMem.PersistenceTest do
     assert SoulMem.Memory.stats(memory).nodes == 53
     assert texts(id) == ["还记得吗"]
   end
+
+  test "write-back is incremental once the graph is synced with its store", context do
+    id = id()
+    {:ok, store} = Store.open(context.tmp_dir, id)
+    memory = SoulMem.Memory.import_file!(id, demo_fixture())
+
+    last = fn store ->
+      {:ok, %{"last_checkpoint" => last}} = Store.info(store)
+      last
+    end
+
+    # An imported graph is written whole once; from then on only what changed.
+    assert :ok = Store.checkpoint(store, memory)
+    assert %{"mode" => "full", "full_reason" => "untracked", "notes_written" => 53} = last.(store)
+    assert :ok = Store.checkpoint(store, memory, summary: "s")
+    assert %{"mode" => "incremental", "notes_written" => 0} = last.(store)
+
+    note = %{
+      "id" => "sem_incremental",
+      "tags" => [],
+      "mem_type" => %{
+        "Semantic" => %{
+          "content" => "小蓝",
+          "aliases" => [],
+          "concept_type" => "Entity",
+          "description" => ""
+        }
+      }
+    }
+
+    assert {:ok, _} = SoulMem.Memory.put_note(memory, note, store)
+    assert :ok = Store.checkpoint(store, memory)
+    assert %{"mode" => "incremental", "notes_written" => 1} = last.(store)
+    assert :ok = Store.checkpoint(store, memory, archive: ["sem_incremental"])
+    assert %{"mode" => "incremental", "notes_deleted" => 0} = last.(store)
+    assert {:ok, %{"notes" => 53, "archived" => 1}} = Store.info(store)
+    Store.close(store)
+
+    # A graph loaded back is synced with the new handle.
+    {:ok, store} = Store.open(context.tmp_dir, id)
+    {:ok, %{memory: memory}} = Store.load(store)
+    assert SoulMem.Memory.stats(memory).nodes == 53
+    assert :ok = Store.checkpoint(store, memory)
+    assert %{"mode" => "incremental", "notes_written" => 0} = last.(store)
+    Store.close(store)
+  end
 end

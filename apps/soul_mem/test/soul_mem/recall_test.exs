@@ -135,6 +135,60 @@ defmodule SoulMem.RecallTest do
     assert result.context =~ "【相关记忆】\n- 小红：我是小红，今年十六岁"
   end
 
+  describe "core memories without retrieval" do
+    setup do
+      procedure = %{
+        "id" => "proc_hum",
+        "tags" => [],
+        "mem_type" => %{
+          "Procedure" => %{"action" => %{"content" => "我会哼歌", "action_type" => %{"Skill" => %{}}}}
+        },
+        "mem_links" => [],
+        "core" => true
+      }
+
+      graph =
+        graph_json([
+          semantic("sem_self"),
+          semantic("sem_other"),
+          procedure,
+          semantic("sem_mom") |> Map.put("core", true)
+        ])
+
+      memory = SoulMem.Memory.import_json!("two-core", graph)
+      id = "core-#{System.unique_integer([:positive])}"
+      start_supervised!({Character, id: id, memory: memory, window: 4}, id: :core_character)
+      {:ok, core_id: id, memory: memory}
+    end
+
+    test "Retrieval.core/1 lists every note flagged core, in graph order", %{memory: memory} do
+      assert {:ok, items} = SoulMem.Retrieval.core(memory)
+      assert Enum.map(items, & &1.id) == ~w(sem_self proc_hum sem_mom)
+      assert Enum.all?(items, &(&1.core == true and &1.stage == "Core" and is_binary(&1.uuid)))
+    end
+
+    test "without a retrieval module or without queries, every core note appears",
+         %{core_id: id} do
+      for {request, opts} <- [
+            {%{text: "妈妈"}, [retrieval: NoSuchRetrieval]},
+            {%{}, []}
+          ] do
+        assert {:ok, result} = SoulMem.recall(id, request, opts)
+
+        assert [
+                 %{id: "sem_self", kind: "semantic", content: "sem_self：node sem_self"},
+                 %{id: "proc_hum", kind: "procedure", content: "我会哼歌"},
+                 %{id: "sem_mom", stage: "Core", score: 1.0, seeds: []}
+               ] = result.core
+
+        assert result.context =~
+                 "【相关记忆】\n- sem_self：node sem_self\n- 我会哼歌\n- sem_mom：node sem_mom"
+
+        refute result.context =~ "sem_other"
+      end
+    end
+  end
+
   test "invalid requests and retrieval errors", %{id: id} do
     assert {:error, :invalid_request} = SoulMem.recall(id, %{bogus: 1})
     assert {:error, :invalid_request} = SoulMem.recall(id, "text")

@@ -57,7 +57,42 @@ defmodule SoulMem.RetrievalTest do
     assert {:error, %SoulMem.Error{}} =
              Retrieval.run(memory, Retrieval.text_queries("猫"), config: %{"bogus" => 1})
 
+    assert {:error, %SoulMem.Error{message: message}} =
+             Retrieval.run(memory, Retrieval.text_queries("猫"),
+               config: %{"assoc_with_action" => %{"association" => %{"damping_factor" => 1.5}}}
+             )
+
+    assert message =~ "damping"
+
+    assert {:error, %SoulMem.Error{}} =
+             Retrieval.run(memory, Retrieval.text_queries("猫"),
+               config: [similarity: [max_results: -1]]
+             )
+
     assert {:ok, _} = Retrieval.run(memory, Retrieval.text_queries("猫"))
+  end
+
+  test "configs may be keyword lists or atom-keyed maps, nested like the seed's" do
+    {:ok, memory} = Memory.import_file("demo_kw", @demo)
+    {:ok, _} = Embedding.embed_graph(memory, embedder: :hash)
+    queries = Retrieval.text_queries("小白 麻辣烫")
+
+    {:ok, one} =
+      Retrieval.run(memory, queries,
+        config: [max_memories: 1, similarity: [similarity_threshold: 0.0]]
+      )
+
+    assert length(one.memories) == 1
+
+    {:ok, two} =
+      Retrieval.run(memory, queries,
+        config: %{max_memories: 2, similarity: %{"similarity_threshold" => 0.0}}
+      )
+
+    assert length(two.memories) == 2
+
+    assert {:error, %SoulMem.Error{}} =
+             Retrieval.run(memory, queries, config: [similarity: [bogus: 1]])
   end
 
   test "record bumps retrieval counts of known ids only" do

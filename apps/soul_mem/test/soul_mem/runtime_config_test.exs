@@ -5,7 +5,8 @@ defmodule SoulMem.RuntimeConfigTest do
   import SoulMem.TestSupport
 
   @vars ~w(SOUL_MEM_DATA_DIR PORT SOUL_MEM_LLM_BASE_URL SOUL_MEM_LLM_API_KEY
-           SOUL_MEM_LLM_MODEL SOUL_MEM_WINDOW SOUL_MEM_IDLE_AFTER_MS SOUL_MEM_DEMO_TOKEN)
+           SOUL_MEM_LLM_MODEL SOUL_MEM_WINDOW SOUL_MEM_IDLE_AFTER_MS SOUL_MEM_DEMO_TOKEN
+           SOUL_MEM_SIMILARITY_FLOOR)
 
   setup do
     saved = Map.new(@vars, &{&1, System.get_env(&1)})
@@ -31,6 +32,7 @@ defmodule SoulMem.RuntimeConfigTest do
     assert config[:demo_token] == "dev-token"
     assert config[:port] == 4000
     assert config[:llm_base_url] == nil
+    assert config[:similarity_floor] == nil
     assert Path.type(config[:data_dir]) == :absolute
   end
 
@@ -43,7 +45,8 @@ defmodule SoulMem.RuntimeConfigTest do
       "SOUL_MEM_LLM_MODEL" => "m",
       "SOUL_MEM_WINDOW" => " 20 ",
       "SOUL_MEM_IDLE_AFTER_MS" => "1000",
-      "SOUL_MEM_DEMO_TOKEN" => "t"
+      "SOUL_MEM_DEMO_TOKEN" => "t",
+      "SOUL_MEM_SIMILARITY_FLOOR" => "0.8"
     })
 
     config = read()
@@ -55,6 +58,7 @@ defmodule SoulMem.RuntimeConfigTest do
     assert config[:window] == 20
     assert config[:idle_after_ms] == 1000
     assert config[:demo_token] == "t"
+    assert config[:similarity_floor] == 0.8
   end
 
   test "malformed integers fail with a message naming the variable" do
@@ -70,5 +74,12 @@ defmodule SoulMem.RuntimeConfigTest do
 
     System.put_env("PORT", "80x")
     assert_raise ArgumentError, ~r/PORT/, fn -> read() end
+
+    System.delete_env("PORT")
+    System.put_env("SOUL_MEM_SIMILARITY_FLOOR", "1.5")
+
+    assert_raise ArgumentError,
+                 ~r/SOUL_MEM_SIMILARITY_FLOOR must be a number between 0.0 and 1.0/,
+                 fn -> read() end
   end
 end

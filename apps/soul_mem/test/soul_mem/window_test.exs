@@ -142,6 +142,52 @@ defmodule SoulMem.WindowTest do
     end
   end
 
+  describe "failures and retries" do
+    test "a blank summary is refused: the summary, the job and the pending stay" do
+      window = Window.new(capacity: 3, summary: "旧摘要") |> push_texts(~w(a b c d))
+      {:ok, job, window} = Window.next_job(window)
+
+      for blank <- ["", "  ", "\n\t"] do
+        assert {:error, :empty_summary} = Window.complete(window, job.id, blank)
+      end
+
+      window = Window.fail(window, job.id)
+      assert Window.summary(window) == "旧摘要"
+      assert texts(Window.visible(window)) == ~w(a b c d)
+      assert [%{status: :failed}] = Window.jobs(window)
+    end
+
+    test "requeue_failed puts failed jobs back in order and leaves in-flight ones alone" do
+      window = Window.new(capacity: 2) |> push_texts(~w(a b c d e))
+      {:ok, job1, window} = Window.next_job(window)
+
+      # In flight: nothing to requeue, nothing else runs.
+      assert Window.requeue_failed(window) == window
+      assert Window.next_job(Window.requeue_failed(window)) == :none
+
+      window = window |> Window.fail(job1.id) |> Window.requeue_failed()
+      assert Enum.map(Window.jobs(window), & &1.status) == [:queued, :queued]
+      {:ok, again, window} = Window.next_job(window)
+      assert again.id == job1.id and again.attempts == 2
+      assert Window.next_job(window) == :none
+    end
+
+    test "fail_jobs fails only the given jobs still in flight" do
+      window = Window.new(capacity: 2) |> push_texts(~w(a b c d e))
+      {:ok, job1, window} = Window.next_job(window)
+      [_, job2] = Window.jobs(window)
+
+      # A maintenance run that checked out nothing does not touch job 1.
+      assert Window.fail_jobs(window, []) == window
+      assert Window.fail_jobs(window, [job2.id]) == window
+
+      window = Window.fail(window, job1.id)
+      {:ok, jobs, window} = Window.checkout_failed(window)
+      window = Window.fail_jobs(window, Enum.map(jobs, & &1.id))
+      assert Enum.map(Window.jobs(window), & &1.status) == [:failed, :failed]
+    end
+  end
+
   describe "validation" do
     test "invalid messages are refused and leave the window unchanged" do
       window = Window.new(capacity: 3, max_bytes: 10) |> push_texts(~w(a))

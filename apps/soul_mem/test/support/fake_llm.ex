@@ -4,6 +4,8 @@ defmodule SoulMem.FakeLLM do
   # A scripted OpenAI-compatible HTTP server on loopback, over :gen_tcp.
   #
   #   server = start_supervised!({SoulMem.FakeLLM, owner: self()})
+  #   # or on a given port (e.g. one that refused connections until now):
+  #   start_supervised!({SoulMem.FakeLLM, owner: self(), port: port})
   #   SoulMem.FakeLLM.url(server)            #=> "http://127.0.0.1:PORT/v1"
   #   SoulMem.FakeLLM.script(server, [{:status, 500}, {:reply, "S1"}, :hang])
   #
@@ -55,11 +57,14 @@ defmodule SoulMem.FakeLLM do
     }
 
   # A loopback URL on which nothing listens (connection refused).
-  def refused_url do
+  def refused_url, do: "http://127.0.0.1:#{refused_port()}/v1"
+
+  # A free loopback port on which nothing listens.
+  def refused_port do
     {:ok, socket} = :gen_tcp.listen(0, ip: {127, 0, 0, 1})
     {:ok, port} = :inet.port(socket)
     :gen_tcp.close(socket)
-    "http://127.0.0.1:#{port}/v1"
+    port
   end
 
   @impl true
@@ -67,7 +72,7 @@ defmodule SoulMem.FakeLLM do
     owner = Keyword.fetch!(opts, :owner)
 
     {:ok, listen} =
-      :gen_tcp.listen(0, [
+      :gen_tcp.listen(Keyword.get(opts, :port, 0), [
         :binary,
         ip: {127, 0, 0, 1},
         active: false,

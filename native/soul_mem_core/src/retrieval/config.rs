@@ -127,12 +127,18 @@ impl BayesActionConfig {
 }
 
 /// PPR plus two-source Bayes (seed `AssociateWithActionConfig`).
+///
+/// As in the seed, the Bayes step keeps its own `bayes.top_k` (5) candidates and
+/// AssociateWithAction then returns the best `action_top_k` (3) of those, so at most
+/// `min(bayes.top_k, action_top_k)` actions come out.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AssociateWithActionConfig {
     /// The PPR step.
     pub association: AssociationConfig,
-    /// Number of actions kept. Default 3.
+    /// The Bayes action step (its own top-k, default 5).
+    pub bayes: BayesActionConfig,
+    /// Number of actions returned, taken from the Bayes step's. Default 3.
     pub action_top_k: usize,
     /// Multiplier of abstract-situation sources before the softmax. Default 2.0.
     pub abstract_source_priority: f64,
@@ -142,6 +148,7 @@ impl Default for AssociateWithActionConfig {
     fn default() -> Self {
         AssociateWithActionConfig {
             association: AssociationConfig::default(),
+            bayes: BayesActionConfig::default(),
             action_top_k: 3,
             abstract_source_priority: 2.0,
         }
@@ -152,6 +159,7 @@ impl AssociateWithActionConfig {
     /// Rejects out-of-range values.
     pub fn validate(&self) -> Result<()> {
         self.association.validate()?;
+        self.bayes.validate()?;
         check(
             nonneg(self.abstract_source_priority),
             "abstract_source_priority",

@@ -556,6 +556,11 @@ pub struct FieldMatrix {
     data: Vec<f32>,
     q8: Vec<i8>,
     scales: Vec<f32>,
+    // The nodes that have rows here, ascending, and the end row of each (its rows start at
+    // the previous end): the scan walks these two dense arrays instead of every node's
+    // offsets.
+    nodes: Vec<u32>,
+    ends: Vec<u32>,
 }
 
 impl FieldMatrix {
@@ -590,6 +595,82 @@ impl FieldMatrix {
     pub fn rows(&self, dim: usize) -> usize {
         self.data.len().checked_div(dim).unwrap_or(0)
     }
+
+    /// Streams the rows of the nodes in `lo..hi` once, in storage order, comparing each row
+    /// with every probe while it is in cache; `kernel(q, row, scale)` is the scaled dot
+    /// product. See [`NodeVectors::scan_max_q8`] for `out`.
+    #[inline(always)]
+    fn scan_with(
+        &self,
+        dim: usize,
+        probes: &[FieldProbe<'_>],
+        (lo, hi): (usize, usize),
+        out: &mut [f32],
+        stride: usize,
+        kernel: impl Fn(&QVec, &[i8], f32) -> f32,
+    ) {
+        let k0 = self.nodes.partition_point(|&i| (i as usize) < lo);
+        let k1 = self.nodes.partition_point(|&i| (i as usize) < hi);
+        let (Some(nodes), Some(ends)) = (self.nodes.get(k0..k1), self.ends.get(k0..k1)) else {
+            return;
+        };
+        let mut a = match k0.checked_sub(1) {
+            Some(k) => self.ends.get(k).map_or(0, |&e| e as usize),
+            None => 0,
+        };
+        for (&node, &end) in nodes.iter().zip(ends) {
+            let b = end as usize;
+            let base = (node as usize - lo) * stride;
+            for r in a..b {
+                let (Some(row), Some(&scale)) =
+                    (self.q8.get(r * dim..(r + 1) * dim), self.scales.get(r))
+                else {
+                    break;
+                };
+                for p in probes {
+                    let d = kernel(p.q, row, scale);
+                    if let Some(o) = out.get_mut(base + p.slot) {
+                        // NaN (no row yet) loses to any number: the first row's value wins.
+                        *o = o.max(d);
+                    }
+                }
+            }
+            a = b;
+        }
+    }
+}
+
+/// One query vector to compare with every row of a field (see [`NodeVectors::scan_max_q8`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FieldProbe<'a> {
+    /// The query vector.
+    pub q: &'a QVec,
+    /// Its column in the output rows.
+    pub slot: usize,
+}
+
+/// [`FieldMatrix::scan_with`] with the i16 × i8 AVX2 kernel inlined (no per-row dispatch).
+///
+/// # Safety
+/// The CPU must support AVX2 and `dim` must be at most [`MAX_I16_DIM`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn scan_i16_avx2(
+    f: &FieldMatrix,
+    dim: usize,
+    probes: &[FieldProbe<'_>],
+    range: (usize, usize),
+    out: &mut [f32],
+    stride: usize,
+) {
+    f.scan_with(dim, probes, range, out, stride, |q, r, s| {
+        if q.q16.len() == r.len() {
+            // SAFETY: AVX2 is enabled for this function; equal lengths ≤ MAX_I16_DIM.
+            (unsafe { dot_i16_i8_avx2(&q.q16, r) }) as f32 * q.scale * s
+        } else {
+            dot_q8(q, r) * s
+        }
+    });
 }
 
 /// Embedding index of a graph: per-field L2-normalised vectors of every node, stored as one
@@ -683,9 +764,18 @@ impl NodeVectors {
             self.tag_vocab.push(t);
             self.tag_matrix.extend_from_slice(&v);
         }
+        let node = self.ids.len() as u32;
         let mut next = [0u32; ROW_KINDS_LEN];
-        for (slot, f) in next.iter_mut().zip(&self.fields) {
+        for ((slot, f), prev) in next
+            .iter_mut()
+            .zip(self.fields.iter_mut())
+            .zip(self.starts.last().copied().unwrap_or_default())
+        {
             *slot = (f.data.len() / self.dim) as u32;
+            if *slot > prev {
+                f.nodes.push(node);
+                f.ends.push(*slot);
+            }
         }
         self.starts.push(next);
         self.tag_ids.extend_from_slice(&node_tag_ids);
@@ -800,6 +890,42 @@ impl NodeVectors {
             .zip(scales)
             .map(|(r, s)| dot_q8(q, r) * s)
             .reduce(f32::max)
+    }
+
+    /// For every node `i` in `lo..hi` with rows of `kind`, the best dot product of each
+    /// probe's query with those rows, folded with `max` into `out[(i − lo)·stride + slot]`
+    /// (the caller fills `out` with NaN: a node without rows keeps NaN). The values are
+    /// exactly those of [`Self::max_dot_q8`]; the difference is the access pattern: the
+    /// field's int8 rows are streamed once, contiguously, and each row is compared with all
+    /// probes while in cache, without per-node dispatch. A feature check picks the AVX2
+    /// kernel once per call.
+    /// Complexity: O(rows of `kind` in `lo..hi` × probes × dim + log n).
+    pub(crate) fn scan_max_q8(
+        &self,
+        kind: FieldKind,
+        probes: &[FieldProbe<'_>],
+        (lo, hi): (usize, usize),
+        out: &mut [f32],
+        stride: usize,
+    ) {
+        let Some(f) = kind.row_index().and_then(|ri| self.fields.get(ri)) else {
+            return;
+        };
+        let dim = self.dim;
+        if probes.is_empty() || dim == 0 {
+            return;
+        }
+        #[cfg(target_arch = "x86_64")]
+        {
+            if dim <= MAX_I16_DIM && std::is_x86_feature_detected!("avx2") {
+                // SAFETY: AVX2 checked just above; dim ≤ MAX_I16_DIM.
+                unsafe { scan_i16_avx2(f, dim, probes, (lo, hi), out, stride) };
+                return;
+            }
+        }
+        f.scan_with(dim, probes, (lo, hi), out, stride, |q, r, s| {
+            dot_q8(q, r) * s
+        });
     }
 
     #[inline]

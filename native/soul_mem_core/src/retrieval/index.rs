@@ -6,11 +6,13 @@ use super::config::AssociationConfig;
 use super::embedding::{environment_text, NodeVectors, TextEmbedder};
 use super::ppr::{dyn_weight, Csr, EdgeWeightParams, PprWorkspace};
 use super::query::Ident;
+use super::similarity::SimScratch;
 use crate::error::{Error, Result};
 use crate::graph::MemoryGraph;
 use crate::model::{AbstractSituation, MemoryId, MemoryLinkType, MemoryType, NodeKind, Situation};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// What retrieval keeps of one note.
@@ -44,54 +46,119 @@ struct RawEdge {
 }
 
 /// Immutable retrieval snapshot of one graph plus its vectors. Queries take `&self`; the PPR
-/// transition matrix (which depends on the association weights) and the push workspace are
-/// cached behind mutexes, so one index can serve concurrent queries (a contended workspace
-/// is replaced by a fresh one rather than waited for).
+/// transition matrices (plain and decayed, which depend on the association weights and the
+/// decay), the push workspace and the similarity buffers are cached behind mutexes, so one
+/// index can serve concurrent queries (a contended workspace or buffer set is replaced by a
+/// fresh one rather than waited for).
 #[derive(Debug)]
 pub struct RetrievalIndex {
     version: u64,
     nodes: Vec<NodeMeta>,
     kinds: Vec<NodeKind>,
+    // Node positions grouped by kind (kind slot order, ascending within a kind), the start of
+    // each kind's group, and each node's rank in this order: per-node scoring runs one kind
+    // at a time (predictable branches) and writes its scores sequentially by rank.
+    kind_order: Vec<u32>,
+    kind_starts: [usize; 5],
+    kind_rank: Vec<u32>,
     by_id: HashMap<MemoryId, u32>,
     idents: Vec<Vec<Ident>>,
     ident_nodes: Vec<u32>,
     edges: Vec<RawEdge>,
+    // `edges` are grouped by source: node i's links are `edge_offsets[i]..edge_offsets[i + 1]`
+    // (what a single-row patch of the decayed matrix recomputes).
+    edge_offsets: Vec<u32>,
     proc_offsets: Vec<u32>,
     proc_edges: Vec<(u32, f64)>,
     vectors: NodeVectors,
+    // Inverted tag lists: the kind-order ranks of the nodes carrying distinct tag j are
+    // `tag_ranks[tag_node_offsets[j]..tag_node_offsets[j + 1]]`.
+    tag_node_offsets: Vec<u32>,
+    tag_ranks: Vec<u32>,
     csr: Mutex<Option<(EdgeWeightParams, Arc<Csr>)>>,
-    // The last transition matrix built with decayed intensities, keyed by weights and factors.
-    decayed_csr: Mutex<Option<(EdgeWeightParams, EdgeDecay, Arc<Csr>)>>,
+    // The last transition matrix built with decayed intensities, keyed by the weights and the
+    // factors' stamp (the graph cannot change under an index).
+    decayed_csr: Mutex<Option<DecayedCsr>>,
+    // Transition matrices built so far (tests and benchmarks check the caches with it).
+    csr_builds: AtomicU64,
     workspace: Mutex<PprWorkspace>,
+    sim_scratch: Mutex<SimScratch>,
+}
+
+#[derive(Debug)]
+struct DecayedCsr {
+    params: EdgeWeightParams,
+    decay: EdgeDecay,
+    csr: Arc<Csr>,
 }
 
 /// Per-node retention factors in [0, 1] (index position order) that scale link intensities
 /// at query time: a link's intensity becomes `intensity × factor(source)` (the seed's
 /// `edge_decay_intensity`), so links out of faded memories carry less of the walk.
-#[derive(Debug, Clone, PartialEq)]
+///
+/// Every constructed factor vector gets a process-unique stamp that its clones share, so the
+/// index recognises the factors its cached matrix was built from in O(1); two decays are
+/// equal when their stamps or their factors are.
+#[derive(Debug, Clone)]
 pub struct EdgeDecay {
-    factors: Vec<f64>,
+    factors: Arc<[f64]>,
+    stamp: u64,
+}
+
+// Stamps start at 1 and are never reused within a process.
+static NEXT_DECAY_STAMP: AtomicU64 = AtomicU64::new(1);
+
+impl PartialEq for EdgeDecay {
+    fn eq(&self, other: &Self) -> bool {
+        self.stamp == other.stamp || self.factors == other.factors
+    }
 }
 
 impl EdgeDecay {
     /// Wraps the factors; errors when one is not a finite number in [0, 1].
+    /// Complexity: O(nodes).
     pub fn new(factors: Vec<f64>) -> Result<Self> {
-        if let Some((i, f)) = factors
-            .iter()
-            .enumerate()
-            .find(|(_, f)| !(f.is_finite() && (0.0..=1.0).contains(*f)))
-        {
-            return Err(Error::invalid_argument(
-                "decay",
-                format!("factor {i} must be a finite number in [0, 1], got {f}"),
-            ));
+        check_factors(factors.iter().copied().enumerate())?;
+        Ok(EdgeDecay {
+            factors: factors.into(),
+            stamp: NEXT_DECAY_STAMP.fetch_add(1, Ordering::Relaxed),
+        })
+    }
+
+    /// A copy with the factors at some positions replaced (`(position, factor)`), under a new
+    /// stamp. Errors on an out-of-range position or a factor outside [0, 1].
+    /// Complexity: O(nodes) for the copy.
+    pub fn with_updates(&self, updates: &[(u32, f64)]) -> Result<Self> {
+        check_factors(updates.iter().map(|&(i, f)| (i as usize, f)))?;
+        let mut factors = self.factors.to_vec();
+        for &(i, f) in updates {
+            let slot = factors.get_mut(i as usize).ok_or_else(|| {
+                Error::invalid_argument(
+                    "decay",
+                    format!("position {i} outside 0..{}", self.factors.len()),
+                )
+            })?;
+            *slot = f;
         }
-        Ok(EdgeDecay { factors })
+        Ok(EdgeDecay {
+            factors: factors.into(),
+            stamp: NEXT_DECAY_STAMP.fetch_add(1, Ordering::Relaxed),
+        })
     }
 
     /// The factors, by node position.
     pub fn factors(&self) -> &[f64] {
         &self.factors
+    }
+}
+
+fn check_factors(mut it: impl Iterator<Item = (usize, f64)>) -> Result<()> {
+    match it.find(|(_, f)| !(f.is_finite() && (0.0..=1.0).contains(f))) {
+        Some((i, f)) => Err(Error::invalid_argument(
+            "decay",
+            format!("factor {i} must be a finite number in [0, 1], got {f}"),
+        )),
+        None => Ok(()),
     }
 }
 
@@ -132,6 +199,8 @@ impl RetrievalIndex {
         let mut idents = Vec::with_capacity(n);
         let mut ident_nodes = Vec::new();
         let mut edges = Vec::new();
+        let mut edge_offsets = Vec::with_capacity(n + 1);
+        edge_offsets.push(0u32);
         let mut proc_offsets = Vec::with_capacity(n + 1);
         let mut proc_edges = Vec::new();
         let mut by_id = HashMap::with_capacity(n);
@@ -183,22 +252,50 @@ impl RetrievalIndex {
                     class,
                 });
             }
+            edge_offsets.push(edges.len() as u32);
             proc_offsets.push(proc_edges.len() as u32);
+        }
+        let (tag_node_offsets, mut tag_ranks) = invert_tags(&vectors);
+        let mut by_kind: [Vec<u32>; 4] = Default::default();
+        for (i, m) in nodes.iter().enumerate() {
+            by_kind[kind_slot(m.kind)].push(i as u32);
+        }
+        let mut kind_starts = [0usize; 5];
+        for (k, group) in by_kind.iter().enumerate() {
+            kind_starts[k + 1] = kind_starts[k] + group.len();
+        }
+        let kind_order: Vec<u32> = by_kind.concat();
+        let mut kind_rank = vec![0u32; n];
+        for (r, &i) in kind_order.iter().enumerate() {
+            if let Some(slot) = kind_rank.get_mut(i as usize) {
+                *slot = r as u32;
+            }
+        }
+        for r in &mut tag_ranks {
+            *r = kind_rank.get(*r as usize).copied().unwrap_or(u32::MAX);
         }
         Ok(RetrievalIndex {
             version: graph.version(),
             kinds: nodes.iter().map(|m| m.kind).collect(),
+            kind_order,
+            kind_starts,
+            kind_rank,
             nodes,
             by_id,
             idents,
             ident_nodes,
             edges,
+            edge_offsets,
             proc_offsets,
             proc_edges,
             vectors,
+            tag_node_offsets,
+            tag_ranks,
             csr: Mutex::new(None),
             decayed_csr: Mutex::new(None),
+            csr_builds: AtomicU64::new(0),
             workspace: Mutex::new(PprWorkspace::new()),
+            sim_scratch: Mutex::new(SimScratch::default()),
         })
     }
 
@@ -258,6 +355,34 @@ impl RetrievalIndex {
         self.kinds.get(i).copied()
     }
 
+    /// Positions of the nodes of `kind`, ascending. Complexity: O(1).
+    pub fn nodes_of_kind(&self, kind: NodeKind) -> &[u32] {
+        let k = kind_slot(kind);
+        self.kind_order
+            .get(self.kind_starts[k]..self.kind_starts[k + 1])
+            .unwrap_or(&[])
+    }
+
+    /// Rank of each kind's first node in the kind order (nodes of kind slot `k` have ranks
+    /// `kind_start(k)..kind_start(k + 1)`; slots: semantic, specific, abstract, procedure).
+    pub(crate) fn kind_start(&self, slot: usize) -> usize {
+        self.kind_starts
+            .get(slot)
+            .copied()
+            .unwrap_or(self.nodes.len())
+    }
+
+    /// The nodes in kind order (rank → position).
+    pub(crate) fn kind_order(&self) -> &[u32] {
+        &self.kind_order
+    }
+
+    /// Rank of node `i` in the kind order.
+    #[inline]
+    pub(crate) fn kind_rank(&self, i: usize) -> usize {
+        self.kind_rank.get(i).map_or(usize::MAX, |&r| r as usize)
+    }
+
     /// All node metadata in position order.
     pub fn nodes(&self) -> &[NodeMeta] {
         &self.nodes
@@ -276,6 +401,18 @@ impl RetrievalIndex {
     /// Identifiers of node `i` (string channel).
     pub(crate) fn idents(&self, i: usize) -> &[Ident] {
         self.idents.get(i).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// Kind-order ranks (see [`Self::kind_rank`]) of the nodes carrying distinct tag `j`
+    /// (see [`NodeVectors::tag_vocab`]).
+    pub(crate) fn tag_ranks(&self, j: usize) -> &[u32] {
+        match (
+            self.tag_node_offsets.get(j),
+            self.tag_node_offsets.get(j + 1),
+        ) {
+            (Some(&a), Some(&b)) => self.tag_ranks.get(a as usize..b as usize).unwrap_or(&[]),
+            _ => &[],
+        }
     }
 
     /// Nodes that have identifiers.
@@ -320,8 +457,11 @@ impl RetrievalIndex {
 
     /// The transition matrix with every link intensity scaled by its source's factor in
     /// `decay` ([`Self::transition`] when `decay` is `None`). The last decayed matrix is
-    /// cached by weights and factors. Errors when `decay` does not have one factor per node.
-    /// Complexity: O(nodes) to compare the factors, plus O(nodes + links) on a miss.
+    /// cached by the weights and the factors' stamp, so reusing one [`EdgeDecay`] (or a clone)
+    /// costs O(1); a different decay with equal factors is recognised by comparing them, and
+    /// anything else rebuilds. Errors when `decay` does not have one factor per node.
+    /// Complexity: O(1) on a stamp hit; else O(nodes) to compare, plus O(nodes + links) on a
+    /// miss.
     pub fn transition_decayed(
         &self,
         cfg: &AssociationConfig,
@@ -345,47 +485,151 @@ impl RetrievalIndex {
             .decayed_csr
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some((p, d, csr)) = guard.as_ref() {
-            if *p == params && d == decay {
-                return Ok(Arc::clone(csr));
+        if let Some(c) = guard.as_mut() {
+            if c.params == params && c.decay == *decay {
+                // Adopt the caller's stamp so the next query with it is an O(1) hit.
+                c.decay = decay.clone();
+                return Ok(Arc::clone(&c.csr));
             }
         }
         let csr = Arc::new(self.build_csr(&params, Some(&decay.factors))?);
-        *guard = Some((params, decay.clone(), Arc::clone(&csr)));
+        *guard = Some(DecayedCsr {
+            params,
+            decay: decay.clone(),
+            csr: Arc::clone(&csr),
+        });
         Ok(csr)
     }
 
-    fn build_csr(&self, params: &EdgeWeightParams, decay: Option<&[f64]>) -> Result<Csr> {
+    /// Moves the cached decayed matrix from the factors `old` to `new`, which differ only at
+    /// the positions `changed` (e.g. the notes just recalled: their retention grew), by
+    /// rewriting those rows in place instead of rebuilding. Returns true when the cache now
+    /// holds `new`. Nothing happens (false) when the cache does not hold `old`; the cache is
+    /// dropped (false) when a changed row's set of positive-weight links differs (a factor
+    /// reached or left 0), so the next query rebuilds. A patched row is bit-identical to a
+    /// rebuilt one. Errors when `new` does not have one factor per node.
+    /// Complexity: O(Σ out-degree of `changed`) plus O(nodes) when the matrix is shared and
+    /// must be copied first.
+    pub fn update_decay(&self, old: &EdgeDecay, new: &EdgeDecay, changed: &[u32]) -> Result<bool> {
+        if new.factors.len() != self.nodes.len() {
+            return Err(Error::invalid_argument(
+                "decay",
+                format!(
+                    "{} factors for {} nodes",
+                    new.factors.len(),
+                    self.nodes.len()
+                ),
+            ));
+        }
+        let mut guard = self
+            .decayed_csr
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(c) = guard.as_mut() else {
+            return Ok(false);
+        };
+        if c.decay.stamp != old.stamp {
+            return Ok(false);
+        }
+        let csr = Arc::make_mut(&mut c.csr);
+        let mut weights = Vec::new();
+        for &u in changed {
+            let ok = self.patch_row(csr, &c.params, u as usize, &new.factors, &mut weights);
+            if !ok {
+                *guard = None;
+                return Ok(false);
+            }
+        }
+        c.decay = new.clone();
+        Ok(true)
+    }
+
+    // Recomputes row `u` of `csr` with the factors `decay`; false when the positive-weight
+    // links of the row would change (the caller then rebuilds).
+    fn patch_row(
+        &self,
+        csr: &mut Csr,
+        params: &EdgeWeightParams,
+        u: usize,
+        decay: &[f64],
+        weights: &mut Vec<f64>,
+    ) -> bool {
+        let (Some(&a), Some(&b)) = (self.edge_offsets.get(u), self.edge_offsets.get(u + 1)) else {
+            return false;
+        };
+        let factor = decay.get(u).copied().unwrap_or(1.0);
+        weights.clear();
+        let mut targets = Vec::new();
+        for e in &self.edges[a as usize..b as usize] {
+            let w = self.edge_weight(e, params, factor);
+            if w > 0.0 {
+                weights.push(w);
+                targets.push(e.to);
+            }
+        }
+        if csr.row(u).0 != targets.as_slice() {
+            return false;
+        }
+        Csr::normalise_row(weights);
+        match csr.row_probs_mut(u) {
+            Some(probs) if probs.len() == weights.len() => {
+                probs.copy_from_slice(weights);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Number of transition matrices built (decayed or not) since the index was: a test and
+    /// benchmark probe that the caches work. Complexity: O(1).
+    pub fn csr_builds(&self) -> u64 {
+        self.csr_builds.load(Ordering::Relaxed)
+    }
+
+    fn edge_weight(&self, e: &RawEdge, params: &EdgeWeightParams, factor: f64) -> f64 {
+        if self.nodes[e.to as usize].kind == NodeKind::Procedure {
+            // Actions are found by Bayes, not by the walk.
+            return 0.0;
+        }
         let pref = params.preference.values();
+        let (cb, tb) = match e.class {
+            EdgeClass::Situation => (0.8, pref[1]),
+            EdgeClass::Sem(conf) => (conf, pref[0]),
+            EdgeClass::Proc => (0.0, 0.0),
+        };
+        dyn_weight(
+            e.intensity * factor,
+            cb,
+            tb,
+            params.intensity_factor,
+            params.confidence_factor,
+        )
+    }
+
+    fn build_csr(&self, params: &EdgeWeightParams, decay: Option<&[f64]>) -> Result<Csr> {
+        self.csr_builds.fetch_add(1, Ordering::Relaxed);
         let weighted: Vec<(u32, u32, f64)> = self
             .edges
             .iter()
             .map(|e| {
-                let w = if self.nodes[e.to as usize].kind == NodeKind::Procedure {
-                    // Actions are found by Bayes, not by the walk.
-                    0.0
-                } else {
-                    let (cb, tb) = match e.class {
-                        EdgeClass::Situation => (0.8, pref[1]),
-                        EdgeClass::Sem(conf) => (conf, pref[0]),
-                        EdgeClass::Proc => (0.0, 0.0),
-                    };
-                    let factor = decay
-                        .and_then(|d| d.get(e.from as usize))
-                        .copied()
-                        .unwrap_or(1.0);
-                    dyn_weight(
-                        e.intensity * factor,
-                        cb,
-                        tb,
-                        params.intensity_factor,
-                        params.confidence_factor,
-                    )
-                };
-                (e.from, e.to, w)
+                let factor = decay
+                    .and_then(|d| d.get(e.from as usize))
+                    .copied()
+                    .unwrap_or(1.0);
+                (e.from, e.to, self.edge_weight(e, params, factor))
             })
             .collect();
         Csr::from_edges(self.nodes.len(), &weighted)
+    }
+
+    /// Runs `f` with the cached similarity buffers, or fresh ones when another query holds
+    /// them.
+    pub(crate) fn with_sim_scratch<T>(&self, f: impl FnOnce(&mut SimScratch) -> T) -> T {
+        match self.sim_scratch.try_lock() {
+            Ok(mut s) => f(&mut s),
+            Err(std::sync::TryLockError::Poisoned(p)) => f(&mut p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => f(&mut SimScratch::default()),
+        }
     }
 
     /// Runs `f` with the cached push workspace, or a fresh one when another query holds it.
@@ -395,6 +639,45 @@ impl RetrievalIndex {
             Err(std::sync::TryLockError::Poisoned(p)) => f(&mut p.into_inner()),
             Err(std::sync::TryLockError::WouldBlock) => f(&mut PprWorkspace::new()),
         }
+    }
+}
+
+/// The inverted tag lists of `v` (offsets by distinct tag, then node positions).
+/// Complexity: O(nodes + tag references) (counting sort).
+fn invert_tags(v: &NodeVectors) -> (Vec<u32>, Vec<u32>) {
+    let vocab = v.tag_vocab().len();
+    let mut offsets = vec![0u32; vocab + 1];
+    for i in 0..v.len() {
+        for &j in v.node_tags(i) {
+            if let Some(c) = offsets.get_mut(j as usize + 1) {
+                *c += 1;
+            }
+        }
+    }
+    for j in 0..vocab {
+        offsets[j + 1] += offsets[j];
+    }
+    let mut fill = offsets.clone();
+    let mut nodes = vec![0u32; offsets[vocab] as usize];
+    for i in 0..v.len() {
+        for &j in v.node_tags(i) {
+            if let Some(at) = fill.get_mut(j as usize) {
+                if let Some(slot) = nodes.get_mut(*at as usize) {
+                    *slot = i as u32;
+                }
+                *at += 1;
+            }
+        }
+    }
+    (offsets, nodes)
+}
+
+fn kind_slot(kind: NodeKind) -> usize {
+    match kind {
+        NodeKind::Semantic => 0,
+        NodeKind::SpecificSituation => 1,
+        NodeKind::AbstractSituation => 2,
+        NodeKind::Procedure => 3,
     }
 }
 

@@ -8,7 +8,9 @@
 //! [`NodeVectors`]; [`DefaultPipeline::run`] with query vectors from [`QueryTexts`], or
 //! [`DefaultPipeline::run_with_embedder`] with any [`TextEmbedder`]. The `_decayed` variants
 //! take an [`EdgeDecay`] (per-node forgetting retention at query time) that scales link
-//! intensities before they become PPR weights; the engine always passes one.
+//! intensities before they become PPR weights; the engine always passes one, evaluated once
+//! per time bucket, and the index keeps the decayed matrix built from it (keyed by the
+//! decay's stamp, patched in place when a few factors change) so queries do not rebuild it.
 
 pub mod config;
 pub mod embedding;

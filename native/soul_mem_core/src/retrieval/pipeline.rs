@@ -250,7 +250,8 @@ pub struct AssociateWithActionResult {
 
 /// Seed `RetrAssociateWithAction`: PPR from the similarity `seeds`; then the situation sources
 /// (seeds ∪ PPR results, max per node, situations only, score > 0), abstract ones ×
-/// `abstract_source_priority`, softmax; then Bayes with `action_top_k`.
+/// `abstract_source_priority`, softmax; then Bayes keeping its `bayes.top_k`, of which the
+/// best `action_top_k` are returned.
 pub fn associate_with_action(
     idx: &RetrievalIndex,
     seeds: &[(u32, f64)],
@@ -289,7 +290,8 @@ pub fn associate_with_action_decayed(
         .collect();
     let weights = softmax(&scaled);
     let action_sources: Vec<(u32, f64)> = merged.iter().map(|m| m.0).zip(weights).collect();
-    let action = bayes_actions(idx, &action_sources, cfg.action_top_k);
+    let mut action = bayes_actions(idx, &action_sources, cfg.bayes.top_k);
+    action.truncate(cfg.action_top_k);
     Ok(AssociateWithActionResult {
         memory,
         action,

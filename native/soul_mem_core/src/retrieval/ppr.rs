@@ -74,7 +74,7 @@ pub fn dyn_weight(intensity: f64, c_boost: f64, type_boost: f64, i: f64, c: f64)
 
 /// Row-stochastic transition matrix in compressed sparse row form. Only positive-weight
 /// edges are stored; a row without edges is dangling.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Csr {
     offsets: Vec<u32>,
     targets: Vec<u32>,
@@ -125,17 +125,30 @@ impl Csr {
             }
         }
         for u in 0..n {
-            let row = counts[u] as usize..counts[u + 1] as usize;
-            let sum: f64 = probs[row.clone()].iter().sum();
-            if sum > 0.0 && sum.is_finite() {
-                probs[row].iter_mut().for_each(|p| *p /= sum);
-            }
+            Self::normalise_row(&mut probs[counts[u] as usize..counts[u + 1] as usize]);
         }
         Ok(Csr {
             offsets: counts,
             targets,
             probs,
         })
+    }
+
+    /// Scales one row's weights to sum 1 (left as is when the sum is 0 or not finite). The
+    /// single place rows are normalised, so a row patched in place is bit-identical to a
+    /// rebuilt one. Complexity: O(row length).
+    pub(crate) fn normalise_row(row: &mut [f64]) {
+        let sum: f64 = row.iter().sum();
+        if sum > 0.0 && sum.is_finite() {
+            row.iter_mut().for_each(|p| *p /= sum);
+        }
+    }
+
+    /// The probabilities of row `u`, mutably (`None` when out of range).
+    pub(crate) fn row_probs_mut(&mut self, u: usize) -> Option<&mut [f64]> {
+        let a = *self.offsets.get(u)? as usize;
+        let b = *self.offsets.get(u + 1)? as usize;
+        self.probs.get_mut(a..b)
     }
 
     /// Number of nodes.

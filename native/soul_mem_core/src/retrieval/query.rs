@@ -44,16 +44,20 @@ pub struct SemQueryUnit {
 
 /// A place in a situation query.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-#[serde(default)]
+#[serde(deny_unknown_fields, default)]
 pub struct QueryLocation {
     /// Name.
     #[serde(deserialize_with = "null_default")]
     pub name: String,
+    /// Where it is, free text (the seed's `coordinates`). Accepted for the seed's Query JSON;
+    /// not scored: locations match by name, as the seed did.
+    #[serde(deserialize_with = "null_default")]
+    pub coordinates: String,
 }
 
 /// A participant in a situation query.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-#[serde(default)]
+#[serde(deny_unknown_fields, default)]
 pub struct QueryParticipant {
     /// Name.
     #[serde(deserialize_with = "null_default")]
@@ -65,7 +69,7 @@ pub struct QueryParticipant {
 
 /// A time range; either end may be open.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-#[serde(default)]
+#[serde(deny_unknown_fields, default)]
 pub struct TimeRange {
     /// Inclusive start.
     pub start: Option<DateTime<Utc>>,
@@ -82,7 +86,7 @@ impl TimeRange {
 
 /// Atmosphere and tone in a situation query.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-#[serde(default)]
+#[serde(deny_unknown_fields, default)]
 pub struct QueryEnvironment {
     /// Atmosphere.
     #[serde(deserialize_with = "null_default")]
@@ -94,7 +98,7 @@ pub struct QueryEnvironment {
 
 /// An event in a situation query.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-#[serde(default)]
+#[serde(deny_unknown_fields, default)]
 pub struct QueryEvent {
     /// Action.
     #[serde(deserialize_with = "null_default")]

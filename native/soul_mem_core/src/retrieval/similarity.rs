@@ -2,18 +2,24 @@
 //! channel on identifiers, then floor and top-k.
 
 use super::config::{BlendWeights, SimilarityConfig};
-use super::embedding::{dot, FieldKind, NodeVectors, QVec};
+use super::embedding::{dot, FieldKind, FieldProbe, QVec};
 use super::index::RetrievalIndex;
-use super::query::{EmbeddedQuery, EmbeddedSemUnit, EmbeddedSitUnit, EmbeddedVariant};
+use super::query::{EmbeddedQuery, EmbeddedVariant, TimeRange};
 use crate::model::NodeKind;
 use rayon::prelude::*;
 
-/// Precomputed per-query state: query-tag × distinct-tag similarities.
+/// Nodes per parallel scan task (big enough to amortise the task, small enough to balance).
+const SCAN_CHUNK: usize = 4096;
+
+/// Per-query state: the plan, the tag channel per node, and the per-node best
+/// dot product of every probe (`maxes[i·probes + p]`, NaN = the node has no such rows).
 struct Prepared<'a> {
     q: &'a EmbeddedQuery,
     w: &'a BlendWeights,
-    tag_sims: Vec<f32>,
-    vocab: usize,
+    plan: Plan<'a>,
+    /// Tag channel per node by kind-order rank (empty when the query has no tags).
+    tags: Vec<f32>,
+    maxes: Vec<f32>,
 }
 
 fn opt_max(a: Option<f32>, b: Option<f32>) -> Option<f32> {
@@ -24,60 +30,212 @@ fn opt_max(a: Option<f32>, b: Option<f32>) -> Option<f32> {
     }
 }
 
-/// Rows are scanned through the int8 copy (bandwidth bound; see [`FieldMatrix`]).
-///
-/// [`FieldMatrix`]: super::embedding::FieldMatrix
-#[inline]
-fn rows_max(v: &NodeVectors, q: &QVec, kind: FieldKind, i: usize) -> Option<f32> {
-    v.max_dot_q8(q, kind, i)
+/// One query vector compared with one field of every node.
+struct Probe<'a> {
+    q: &'a QVec,
+    field: FieldKind,
 }
 
-fn sem_unit_score(
-    v: &NodeVectors,
-    kind: NodeKind,
-    i: usize,
-    u: &EmbeddedSemUnit,
-    w: &BlendWeights,
-) -> Option<f32> {
+/// Probe indices of one semantic unit (`None` = not needed for this query).
+#[derive(Default)]
+struct SemPlan {
+    /// Concept vs. the names (present iff the unit has a concept).
+    name: Option<usize>,
+    /// Description vs. the description.
+    desc: Option<usize>,
+    /// Description vs. the names (only without a concept).
+    desc_name: Option<usize>,
+    /// Cross-variant: concept and description vs. situation narratives.
+    concept_narr: Option<usize>,
+    desc_narr: Option<usize>,
+}
+
+/// Probe indices of one situation unit.
+#[derive(Default)]
+struct SitPlan<'a> {
+    narrative: Option<usize>,
+    locations: Vec<usize>,
+    participants: Vec<(Option<usize>, Option<usize>)>,
+    environment: Option<usize>,
+    emotion: Option<usize>,
+    events: Vec<usize>,
+    /// Cross-variant: narrative vs. semantic names and descriptions; places and people
+    /// vs. semantic names.
+    narr_name: Option<usize>,
+    narr_desc: Option<usize>,
+    sem_names: Vec<usize>,
+    time_span: &'a [TimeRange],
+}
+
+enum UnitPlans<'a> {
+    Sem(Vec<SemPlan>),
+    Sit(Vec<SitPlan<'a>>),
+}
+
+/// Which (query vector, field) pairs the query needs, so each field's rows are scanned once
+/// for all of them, and where the fusion finds each result.
+struct Plan<'a> {
+    probes: Vec<Probe<'a>>,
+    units: UnitPlans<'a>,
+}
+
+impl<'a> Plan<'a> {
+    /// Lists exactly the comparisons the fusion reads (a zero cross-variant weight skips the
+    /// cross-variant scans, about half the dot products of a query).
+    fn new(q: &'a EmbeddedQuery, w: &BlendWeights) -> Self {
+        let mut probes: Vec<Probe<'a>> = Vec::new();
+        let mut add = |q: &'a QVec, field: FieldKind| {
+            probes.push(Probe { q, field });
+            probes.len() - 1
+        };
+        let cross = w.cross_variant > 0.0;
+        let units = match &q.variant {
+            EmbeddedVariant::Semantic(us) => UnitPlans::Sem(
+                us.iter()
+                    .map(|u| SemPlan {
+                        name: u.concept.as_ref().map(|c| add(c, FieldKind::SemName)),
+                        desc: u
+                            .description
+                            .as_ref()
+                            .map(|d| add(d, FieldKind::SemDescription)),
+                        desc_name: match (&u.concept, &u.description) {
+                            (None, Some(d)) => Some(add(d, FieldKind::SemName)),
+                            _ => None,
+                        },
+                        concept_narr: u
+                            .concept
+                            .as_ref()
+                            .filter(|_| cross)
+                            .map(|c| add(c, FieldKind::SitNarrative)),
+                        desc_narr: u
+                            .description
+                            .as_ref()
+                            .filter(|_| cross)
+                            .map(|d| add(d, FieldKind::SitNarrative)),
+                    })
+                    .collect(),
+            ),
+            EmbeddedVariant::Situation(us) => UnitPlans::Sit(
+                us.iter()
+                    .map(|u| {
+                        let mut p = SitPlan {
+                            narrative: u
+                                .narrative
+                                .as_ref()
+                                .map(|n| add(n, FieldKind::SitNarrative)),
+                            locations: u
+                                .locations
+                                .iter()
+                                .map(|l| add(l, FieldKind::SitLocation))
+                                .collect(),
+                            participants: u
+                                .participants
+                                .iter()
+                                .map(|(n, r)| {
+                                    (
+                                        n.as_ref().map(|n| add(n, FieldKind::SitParticipantName)),
+                                        r.as_ref().map(|r| add(r, FieldKind::SitParticipantRole)),
+                                    )
+                                })
+                                .collect(),
+                            environment: u
+                                .environment
+                                .as_ref()
+                                .map(|e| add(e, FieldKind::SitEnvironment)),
+                            emotion: u
+                                .environment
+                                .as_ref()
+                                .map(|e| add(e, FieldKind::SitEmotion)),
+                            events: u
+                                .events
+                                .iter()
+                                .map(|e| add(e, FieldKind::SitEvent))
+                                .collect(),
+                            time_span: &u.time_span,
+                            ..Default::default()
+                        };
+                        if cross {
+                            p.narr_name = u.narrative.as_ref().map(|n| add(n, FieldKind::SemName));
+                            p.narr_desc = u
+                                .narrative
+                                .as_ref()
+                                .map(|n| add(n, FieldKind::SemDescription));
+                            p.sem_names = u
+                                .locations
+                                .iter()
+                                .chain(u.participants.iter().filter_map(|p| p.0.as_ref()))
+                                .map(|q| add(q, FieldKind::SemName))
+                                .collect();
+                        }
+                        p
+                    })
+                    .collect(),
+            ),
+        };
+        Plan { probes, units }
+    }
+
+    /// Fills `out` (`(hi − lo) × probes`, NaN) for nodes `lo..hi`: one pass per field over
+    /// its rows, with every probe of that field.
+    fn scan(&self, idx: &RetrievalIndex, (lo, hi): (usize, usize), out: &mut [f32]) {
+        let stride = self.probes.len();
+        let mut batch: Vec<FieldProbe<'_>> = Vec::with_capacity(stride);
+        for field in FieldKind::ROW_KINDS {
+            batch.clear();
+            batch.extend(
+                self.probes
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, p)| p.field == field)
+                    .map(|(slot, p)| FieldProbe { q: p.q, slot }),
+            );
+            idx.vectors()
+                .scan_max_q8(field, &batch, (lo, hi), out, stride);
+        }
+    }
+}
+
+/// `x / d`, skipping the division when `d` is 1 (exact either way). The default weights sum
+/// to 1 and most queries have one tag, and a division per node is the longest-latency step
+/// of the fusion.
+#[inline]
+fn div(x: f32, d: f32) -> f32 {
+    if d == 1.0 {
+        x
+    } else {
+        x / d
+    }
+}
+
+/// The best dot product of probe `p` for the node whose probe row is `vals`; `None` when the
+/// probe was not planned or the node has no rows of its field.
+#[inline]
+fn get(vals: &[f32], p: Option<usize>) -> Option<f32> {
+    p.and_then(|p| vals.get(p).copied()).filter(|x| !x.is_nan())
+}
+
+fn sem_unit_score(kind: NodeKind, vals: &[f32], u: &SemPlan, w: &BlendWeights) -> Option<f32> {
     match kind {
         NodeKind::Semantic => {
-            let name = u
-                .concept
-                .as_ref()
-                .map(|c| rows_max(v, c, FieldKind::SemName, i).unwrap_or(0.0));
-            let desc = u
-                .description
-                .as_ref()
-                .and_then(|d| rows_max(v, d, FieldKind::SemDescription, i));
+            let name = u.name.map(|p| get(vals, Some(p)).unwrap_or(0.0));
+            let desc = get(vals, u.desc);
             match (name, desc) {
                 (Some(c), Some(d)) => {
                     let den = w.sem_concept + w.sem_description;
                     Some(if den > 0.0 {
-                        (w.sem_concept * c + w.sem_description * d) / den
+                        div(w.sem_concept * c + w.sem_description * d, den)
                     } else {
                         c
                     })
                 }
                 (Some(c), None) => Some(c),
                 // Description only: compare it with the description and with the names.
-                (None, d) => opt_max(
-                    d,
-                    u.description
-                        .as_ref()
-                        .and_then(|q| rows_max(v, q, FieldKind::SemName, i)),
-                ),
+                (None, d) => opt_max(d, get(vals, u.desc_name)),
             }
         }
-        // A zero cross-variant weight skips the scan (saves ~half the dot products).
         NodeKind::SpecificSituation | NodeKind::AbstractSituation if w.cross_variant > 0.0 => {
-            let c = u
-                .concept
-                .as_ref()
-                .and_then(|q| rows_max(v, q, FieldKind::SitNarrative, i));
-            let d = u
-                .description
-                .as_ref()
-                .and_then(|q| rows_max(v, q, FieldKind::SitNarrative, i));
+            let c = get(vals, u.concept_narr);
+            let d = get(vals, u.desc_narr);
             opt_max(c, d).map(|s| w.cross_variant * s)
         }
         _ => None,
@@ -88,10 +246,10 @@ fn sit_unit_score(
     idx: &RetrievalIndex,
     kind: NodeKind,
     i: usize,
-    u: &EmbeddedSitUnit,
+    vals: &[f32],
+    u: &SitPlan<'_>,
     w: &BlendWeights,
 ) -> Option<f32> {
-    let v = idx.vectors();
     match kind {
         NodeKind::SpecificSituation | NodeKind::AbstractSituation => {
             let narr_w = if kind == NodeKind::AbstractSituation {
@@ -99,29 +257,18 @@ fn sit_unit_score(
             } else {
                 w.sit_narrative
             };
-            let mut best = u
-                .narrative
-                .as_ref()
-                .and_then(|q| rows_max(v, q, FieldKind::SitNarrative, i))
-                .map(|s| narr_w * s);
-            for l in &u.locations {
-                best = opt_max(
-                    best,
-                    rows_max(v, l, FieldKind::SitLocation, i).map(|s| w.sit_location * s),
-                );
+            let mut best = get(vals, u.narrative).map(|s| narr_w * s);
+            for &l in &u.locations {
+                best = opt_max(best, get(vals, Some(l)).map(|s| w.sit_location * s));
             }
-            for (name, role) in &u.participants {
-                let n = name
-                    .as_ref()
-                    .and_then(|q| rows_max(v, q, FieldKind::SitParticipantName, i));
-                let r = role
-                    .as_ref()
-                    .and_then(|q| rows_max(v, q, FieldKind::SitParticipantRole, i));
+            for &(name, role) in &u.participants {
+                let n = get(vals, name);
+                let r = get(vals, role);
                 let s = match (n, r) {
                     (Some(n), Some(r)) => {
                         let den = w.sit_participant_name + w.sit_participant_role;
                         Some(if den > 0.0 {
-                            (w.sit_participant_name * n + w.sit_participant_role * r) / den
+                            div(w.sit_participant_name * n + w.sit_participant_role * r, den)
                         } else {
                             n
                         })
@@ -130,28 +277,22 @@ fn sit_unit_score(
                 };
                 best = opt_max(best, s);
             }
-            if let Some(e) = &u.environment {
+            if u.environment.is_some() {
                 best = opt_max(
                     best,
-                    rows_max(v, e, FieldKind::SitEnvironment, i).map(|s| w.sit_environment * s),
+                    get(vals, u.environment).map(|s| w.sit_environment * s),
                 );
-                best = opt_max(
-                    best,
-                    rows_max(v, e, FieldKind::SitEmotion, i).map(|s| w.sit_emotion * s),
-                );
+                best = opt_max(best, get(vals, u.emotion).map(|s| w.sit_emotion * s));
             }
-            for e in &u.events {
-                best = opt_max(
-                    best,
-                    rows_max(v, e, FieldKind::SitEvent, i).map(|s| w.sit_event * s),
-                );
+            for &e in &u.events {
+                best = opt_max(best, get(vals, Some(e)).map(|s| w.sit_event * s));
             }
-            // A queried time range prefers specific situations inside it.
-            if let (Some(s), Some(t), false) = (
-                best,
-                idx.node(i).and_then(|m| m.time),
-                u.time_span.is_empty(),
-            ) {
+            // A queried time range prefers specific situations inside it. The node's time is
+            // read only then: its metadata is a cache miss per node.
+            if u.time_span.is_empty() {
+                return best;
+            }
+            if let (Some(s), Some(t)) = (best, idx.node(i).and_then(|m| m.time)) {
                 best = Some(if u.time_span.iter().any(|r| r.contains(t)) {
                     if s > 0.0 {
                         s + w.time_match_boost * (1.0 - s)
@@ -166,19 +307,12 @@ fn sit_unit_score(
         }
         NodeKind::Semantic if w.cross_variant > 0.0 => {
             let mut best: Option<f32> = None;
-            if let Some(q) = &u.narrative {
-                best = opt_max(
-                    rows_max(v, q, FieldKind::SemName, i),
-                    rows_max(v, q, FieldKind::SemDescription, i),
-                );
+            if u.narr_name.is_some() || u.narr_desc.is_some() {
+                best = opt_max(get(vals, u.narr_name), get(vals, u.narr_desc));
             }
             // Places and people named in a situation are often semantic entities.
-            for q in u
-                .locations
-                .iter()
-                .chain(u.participants.iter().filter_map(|p| p.0.as_ref()))
-            {
-                best = opt_max(best, rows_max(v, q, FieldKind::SemName, i));
+            for &p in &u.sem_names {
+                best = opt_max(best, get(vals, Some(p)));
             }
             best.map(|s| w.cross_variant * s)
         }
@@ -189,35 +323,34 @@ fn sit_unit_score(
 impl Prepared<'_> {
     /// Embedding score of node `i` (tag + variant channels); `None` when nothing compares.
     fn emb(&self, idx: &RetrievalIndex, i: usize) -> Option<f32> {
-        let kind = idx.kind(i)?;
+        self.emb_of(idx, idx.kind(i)?, i, idx.kind_rank(i))
+    }
+
+    /// [`Self::emb`] for a node of known `kind` and kind-order `rank`.
+    #[inline]
+    fn emb_of(&self, idx: &RetrievalIndex, kind: NodeKind, i: usize, rank: usize) -> Option<f32> {
         if kind == NodeKind::Procedure {
             // Actions are reached through Bayes, never as memories.
             return None;
         }
-        let v = idx.vectors();
+        let m = self.plan.probes.len();
+        let vals = self.maxes.get(i * m..(i + 1) * m).unwrap_or(&[]);
         let tag = if self.q.tags.is_empty() {
             None
         } else {
-            let ids = v.node_tags(i);
-            let mut sum = 0.0;
-            for t in 0..self.q.tags.len() {
-                let row = &self.tag_sims[t * self.vocab..(t + 1) * self.vocab];
-                let best = ids.iter().map(|&j| row[j as usize]).fold(0.0f32, f32::max);
-                sum += best;
-            }
-            Some(sum / self.q.tags.len() as f32)
+            self.tags.get(rank).copied()
         };
-        let (has_units, variant) = match &self.q.variant {
-            EmbeddedVariant::Semantic(us) => (
+        let (has_units, variant) = match &self.plan.units {
+            UnitPlans::Sem(us) => (
                 !us.is_empty(),
                 us.iter().fold(None, |b, u| {
-                    opt_max(b, sem_unit_score(v, kind, i, u, self.w))
+                    opt_max(b, sem_unit_score(kind, vals, u, self.w))
                 }),
             ),
-            EmbeddedVariant::Situation(us) => (
+            UnitPlans::Sit(us) => (
                 !us.is_empty(),
                 us.iter().fold(None, |b, u| {
-                    opt_max(b, sit_unit_score(idx, kind, i, u, self.w))
+                    opt_max(b, sit_unit_score(idx, kind, i, vals, u, self.w))
                 }),
             ),
         };
@@ -230,7 +363,7 @@ impl Prepared<'_> {
         match (tag, variant) {
             (Some(t), Some(va)) => {
                 let den = self.w.tag + self.w.variant;
-                Some((self.w.tag * t + self.w.variant * va) / den)
+                Some(div(self.w.tag * t + self.w.variant * va, den))
             }
             (Some(t), None) => Some(t),
             (None, va) => va,
@@ -274,60 +407,175 @@ impl Prepared<'_> {
 /// only, so it can only raise a score). The string channel runs only for nodes with
 /// identifiers whose best possible fused score could still reach the top-k.
 ///
-/// Complexity: O(distinct tags · query tags · dim) + O(Σ rows compared · dim) + O(n); run in
-/// parallel with rayon when the graph has at least `parallel_min_nodes` nodes.
+/// How it runs (single-threaded unless the graph has `parallel_min_nodes` nodes): the tag
+/// channel scatters each distinct tag's similarity to the nodes carrying it; each field
+/// matrix the query needs is streamed once, every row compared with all query vectors of
+/// that field (the scan is memory-bandwidth bound: int8 rows, no per-node dispatch); then a
+/// per-kind pass fuses the channels and keeps the top-k. Per-query buffers live in the
+/// index and are reused, since fresh multi-megabyte buffers cost page faults.
+///
+/// Complexity: O(distinct tags · query tags · dim + tag references · query tags) +
+/// O(Σ rows of the needed fields × their query vectors × dim) + O(n + candidates).
 pub fn similarity(
     idx: &RetrievalIndex,
     q: &EmbeddedQuery,
     cfg: &SimilarityConfig,
 ) -> Vec<(u32, f32)> {
-    let n = idx.len();
-    if n == 0 || cfg.max_results == 0 {
+    if idx.is_empty() || cfg.max_results == 0 {
         return Vec::new();
     }
+    idx.with_sim_scratch(|scratch| similarity_in(idx, q, cfg, scratch))
+}
+
+/// Reusable per-query buffers of [`similarity`] (kept by the index).
+#[derive(Debug, Default)]
+pub(crate) struct SimScratch {
+    maxes: Vec<f32>,
+    tags: Vec<f32>,
+    tag_best: Vec<f32>,
+    emb: Vec<f32>,
+}
+
+/// Refills `v` with `n` copies of `x`, keeping its allocation.
+fn refill(v: &mut Vec<f32>, n: usize, x: f32) {
+    v.clear();
+    v.resize(n, x);
+}
+
+/// The tag channel of every node into `s.tags` (by kind-order rank): per query tag the best
+/// similarity among the node's tags (0 without one), averaged over query tags. Each distinct tag's similarity is
+/// scattered to the nodes that carry it, so there is no per-node loop whose length varies;
+/// the max over non-negative values is order-independent, so this equals the per-node fold.
+fn tag_channel(idx: &RetrievalIndex, q: &EmbeddedQuery, s: &mut SimScratch) {
+    let n = idx.len();
     let v = idx.vectors();
-    let vocab = v.tag_vocab().len();
-    let mut tag_sims = Vec::with_capacity(q.tags.len() * vocab);
+    let nt = q.tags.len();
+    refill(&mut s.tags, n, 0.0);
     for t in &q.tags {
-        for j in 0..vocab {
-            tag_sims.push(dot(t, v.tag_vector(j)).max(0.0));
+        refill(&mut s.tag_best, n, 0.0);
+        for j in 0..v.tag_vocab().len() {
+            let sim = dot(t, v.tag_vector(j)).max(0.0);
+            // max(x, 0) = x for every x ≥ 0: a non-positive similarity changes nothing.
+            if sim > 0.0 {
+                for &r in idx.tag_ranks(j) {
+                    if let Some(b) = s.tag_best.get_mut(r as usize) {
+                        *b = b.max(sim);
+                    }
+                }
+            }
+        }
+        for (sum, best) in s.tags.iter_mut().zip(&s.tag_best) {
+            *sum += best;
+        }
+    }
+    for x in &mut s.tags {
+        *x = div(*x, nt as f32);
+    }
+}
+
+fn similarity_in(
+    idx: &RetrievalIndex,
+    q: &EmbeddedQuery,
+    cfg: &SimilarityConfig,
+    s: &mut SimScratch,
+) -> Vec<(u32, f32)> {
+    let n = idx.len();
+    let parallel = n >= cfg.parallel_min_nodes;
+    if q.tags.is_empty() {
+        s.tags.clear();
+    } else {
+        tag_channel(idx, q, s);
+    }
+    let plan = Plan::new(q, &cfg.blend);
+    let m = plan.probes.len();
+    let mut maxes = std::mem::take(&mut s.maxes);
+    refill(&mut maxes, n * m, f32::NAN);
+    if m > 0 {
+        if parallel {
+            maxes
+                .par_chunks_mut(SCAN_CHUNK * m)
+                .enumerate()
+                .for_each(|(c, out)| {
+                    let lo = c * SCAN_CHUNK;
+                    plan.scan(idx, (lo, (lo + SCAN_CHUNK).min(n)), out)
+                });
+        } else {
+            plan.scan(idx, (0, n), &mut maxes);
         }
     }
     let prep = Prepared {
         q,
         w: &cfg.blend,
-        tag_sims,
-        vocab,
+        plan,
+        tags: std::mem::take(&mut s.tags),
+        maxes,
     };
-    let parallel = n >= cfg.parallel_min_nodes;
-    let mut emb: Vec<f32> = if parallel {
-        (0..n)
-            .into_par_iter()
-            .map(|i| prep.emb(idx, i).unwrap_or(f32::NAN))
-            .collect()
-    } else {
-        (0..n)
-            .map(|i| prep.emb(idx, i).unwrap_or(f32::NAN))
-            .collect()
-    };
-    // The k-th best embedding score bounds the k-th best fused score from below.
     let k = cfg.max_results;
     let floor = cfg.similarity_threshold;
-    let mut finite: Vec<f32> = emb.iter().copied().filter(|s| s.is_finite()).collect();
-    let kth = if finite.len() >= k {
-        let (_, kth, _) = finite.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
-        *kth
+    let cmp = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+    // Embedding scores by rank in the kind order (see `RetrievalIndex::kind_rank`), so the
+    // per-kind pass writes them sequentially.
+    let emb = &mut s.emb;
+    refill(emb, n, f32::NAN);
+    let order = idx.kind_order();
+    // The best k embedding scores (finite), tracked during the fusion pass when k is small.
+    let mut best: Vec<(u32, f32)> = Vec::new();
+    if parallel {
+        emb.par_iter_mut().zip(order).for_each(|(e, &i)| {
+            *e = prep.emb(idx, i as usize).unwrap_or(f32::NAN);
+        });
     } else {
-        f32::NEG_INFINITY
+        let track = k <= SMALL_K;
+        // One kind at a time: the fusion branches on the kind and on which fields a node
+        // has, which is unpredictable in graph order (kinds are interleaved) and costs more
+        // than the arithmetic. Procedures (the last group) never score.
+        for (slot, kind) in [
+            NodeKind::Semantic,
+            NodeKind::SpecificSituation,
+            NodeKind::AbstractSituation,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let (a, b) = (idx.kind_start(slot), idx.kind_start(slot + 1));
+            let (Some(nodes), Some(out)) = (order.get(a..b), emb.get_mut(a..b)) else {
+                continue;
+            };
+            for (r, (&i, e)) in (a..b).zip(nodes.iter().zip(out)) {
+                let Some(score) = prep.emb_of(idx, kind, i as usize, r) else {
+                    continue;
+                };
+                *e = score;
+                if track && score.is_finite() {
+                    push_top(&mut best, k, (i, score), cmp);
+                }
+            }
+        }
+        if !track {
+            best.clear();
+        }
+    }
+    if best.is_empty() {
+        best = top_k(finite(emb, order), k, cmp);
+    }
+    // The k-th best embedding score bounds the k-th best fused score from below.
+    let kth = match best.get(k - 1) {
+        Some(&(_, s)) if best.len() == k => s,
+        _ => f32::NEG_INFINITY,
     };
     let bar = floor.max(kth);
     let alpha = cfg.blend.string_blend_alpha;
+    let score_of = |emb: &[f32], i: u32| {
+        emb.get(idx.kind_rank(i as usize))
+            .copied()
+            .unwrap_or(f32::NAN)
+    };
     let candidates: Vec<u32> = idx
         .ident_nodes()
         .iter()
         .copied()
         .filter(|&i| {
-            let e = emb[i as usize];
+            let e = score_of(emb, i);
             e.is_finite() && alpha * e + (1.0 - alpha) >= bar
         })
         .collect();
@@ -342,23 +590,78 @@ pub fn similarity(
             .map(|&i| (i, prep.string(idx, i as usize)))
             .collect()
     };
-    for (i, s) in strs {
-        let e = &mut emb[i as usize];
-        if s > 0.0 {
-            *e = e.max(alpha * *e + (1.0 - alpha) * s);
+    for &(i, st) in &strs {
+        if let Some(e) = emb.get_mut(idx.kind_rank(i as usize)) {
+            if st > 0.0 {
+                *e = e.max(alpha * *e + (1.0 - alpha) * st);
+            }
         }
     }
-    let mut out: Vec<(u32, f32)> = emb
-        .iter()
-        .enumerate()
-        .filter(|(_, s)| s.is_finite() && **s >= floor)
-        .map(|(i, s)| (i as u32, *s))
-        .collect();
-    let cmp = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-    if out.len() > k {
-        out.select_nth_unstable_by(k - 1, cmp);
-        out.truncate(k);
-    }
-    out.sort_by(cmp);
+    // Only the best k embedding scores and the raised nodes can make the final top-k: the
+    // former keep scores ≥ the k-th, so anything else (≤ the k-th, behind on ties) loses.
+    let mut pool: Vec<u32> = best.iter().map(|b| b.0).chain(candidates).collect();
+    pool.sort_unstable();
+    pool.dedup();
+    let out = top_k(
+        pool.iter()
+            .map(|&i| (i, score_of(emb, i)))
+            .filter(|(_, s)| s.is_finite() && *s >= floor),
+        k,
+        cmp,
+    );
+    // Hand the buffers back for the next query.
+    s.maxes = prep.maxes;
+    s.tags = prep.tags;
     out
+}
+
+/// `(position, score)` of the finite scores in `emb` (by rank; `order` maps rank → position).
+fn finite<'a>(emb: &'a [f32], order: &'a [u32]) -> impl Iterator<Item = (u32, f32)> + 'a {
+    emb.iter()
+        .zip(order)
+        .filter(|(s, _)| s.is_finite())
+        .map(|(s, &i)| (i, *s))
+}
+
+/// Inserts `x` into `buf`, the sorted best `k` (≤ [`SMALL_K`]) so far under `cmp`. Most
+/// items lose to the current k-th: one comparison.
+#[inline]
+fn push_top<T: Copy>(buf: &mut Vec<T>, k: usize, x: T, cmp: impl Fn(&T, &T) -> std::cmp::Ordering) {
+    if buf.len() == k && buf.last().is_some_and(|last| cmp(&x, last).is_ge()) {
+        return;
+    }
+    let at = buf.partition_point(|y| cmp(y, &x).is_le());
+    buf.insert(at, x);
+    buf.truncate(k);
+}
+
+/// Up to this k, [`top_k`] keeps a sorted buffer (one comparison per item for most items);
+/// above, it selects in O(n) after collecting.
+const SMALL_K: usize = 64;
+
+/// The first `k` items of `items` in the order `cmp`, sorted. With a total order the result
+/// is unique, so both strategies agree. Complexity: O(n + k·(insertions)) for small k, else
+/// O(n + k log k) after an O(n) collect.
+fn top_k<T: Copy>(
+    items: impl Iterator<Item = T>,
+    k: usize,
+    cmp: impl Fn(&T, &T) -> std::cmp::Ordering,
+) -> Vec<T> {
+    if k == 0 {
+        return Vec::new();
+    }
+    if k <= SMALL_K {
+        let mut buf: Vec<T> = Vec::with_capacity(k + 1);
+        for x in items {
+            push_top(&mut buf, k, x, &cmp);
+        }
+        return buf;
+    }
+    let mut all: Vec<T> = items.collect();
+    if all.len() > k {
+        all.select_nth_unstable_by(k - 1, &cmp);
+        all.truncate(k);
+    }
+    all.sort_by(&cmp);
+    all
 }

@@ -1,7 +1,8 @@
-//! Store benchmark: cold open + full load of a synthetic graph, and the rate of acknowledged
-//! (fsynced) single writes. Callable from soul_tune.
+//! Store benchmark: cold open + full load of a synthetic graph, incremental and full
+//! write-back of the loaded graph, and the rate of acknowledged (fsynced) single writes.
+//! Callable from soul_tune.
 
-use super::Store;
+use super::{CheckpointMode, Store};
 use crate::error::{Error, Result};
 use crate::graph::MemoryGraph;
 use crate::model::*;
@@ -24,6 +25,17 @@ pub struct StoreBench {
     pub load_ms: f64,
     /// `activate` of one seed, 2 hops, cap 200.
     pub activate_ms: f64,
+    /// Notes touched in the loaded graph before the incremental checkpoint (retrieval
+    /// statistics of each, plus a link intensity of every other one).
+    pub touched: usize,
+    /// `checkpoint` of the loaded graph after touching them (incremental, one transaction).
+    pub incremental_checkpoint_ms: f64,
+    /// Notes that checkpoint wrote.
+    pub incremental_notes_written: usize,
+    /// `checkpoint` of the loaded graph with nothing changed (incremental: an empty write).
+    pub noop_checkpoint_ms: f64,
+    /// `save_graph` of the loaded graph over the stored one (the whole-graph rewrite).
+    pub full_checkpoint_ms: f64,
     /// Number of single `put_note` writes timed.
     pub single_writes: usize,
     /// Acknowledged single writes per second (each one transaction, fsynced).
@@ -113,7 +125,7 @@ pub fn bench_store(dir: &Path, nodes: usize) -> Result<StoreBench> {
     let mut store = Store::open(&path, &character)?;
     let cold_open_ms = ms(t);
     let t = Instant::now();
-    let loaded = store.load_graph()?;
+    let mut loaded = store.load_graph()?;
     let load_ms = ms(t);
     if loaded.len() != nodes {
         return Err(Error::invalid_argument(
@@ -125,6 +137,35 @@ pub fn bench_store(dir: &Path, nodes: usize) -> Result<StoreBench> {
     let seed_id = MemoryId::derive(&character, &format!("n{}", nodes / 2));
     store.activate(&[seed_id], 2, 200)?;
     let activate_ms = ms(t);
+
+    let touched = nodes.min(100);
+    let at = Utc
+        .timestamp_opt(1_790_000_000, 0)
+        .single()
+        .unwrap_or_default();
+    for k in 0..touched {
+        let id = MemoryId::derive(&character, &format!("n{}", k * nodes / touched));
+        loaded.record_retrieval(&id, at);
+        let first = loaded.get(&id).and_then(|n| n.links.first()).map(|l| l.id);
+        if let Some(link) = first.filter(|_| k % 2 == 0) {
+            loaded.set_link_intensity(&id, &link, 0.75)?;
+        }
+    }
+    let t = Instant::now();
+    let incremental = store.checkpoint(&mut loaded, &[])?;
+    let incremental_checkpoint_ms = ms(t);
+    if incremental.mode != CheckpointMode::Incremental {
+        return Err(Error::invalid_argument(
+            "bench",
+            format!("expected an incremental checkpoint, got {incremental:?}"),
+        ));
+    }
+    let t = Instant::now();
+    store.checkpoint(&mut loaded, &[])?;
+    let noop_checkpoint_ms = ms(t);
+    let t = Instant::now();
+    store.save_graph(&loaded)?;
+    let full_checkpoint_ms = ms(t);
 
     let single_writes = 200;
     let t = Instant::now();
@@ -140,6 +181,11 @@ pub fn bench_store(dir: &Path, nodes: usize) -> Result<StoreBench> {
         cold_open_ms,
         load_ms,
         activate_ms,
+        touched,
+        incremental_checkpoint_ms,
+        incremental_notes_written: incremental.notes_written,
+        noop_checkpoint_ms,
+        full_checkpoint_ms,
         single_writes,
         single_writes_per_sec: single_writes as f64 / secs,
         db_bytes,

@@ -24,16 +24,17 @@ pub use bench::{bench_store, StoreBench};
 pub use schema::{APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION};
 
 use crate::error::{Error, Result};
-use crate::graph::{validate_intensity, MemoryGraph};
+use crate::graph::{validate_intensity, MemoryGraph, NoteChange, SyncTag};
 use crate::import::{validate_link_type, validate_mem_type};
 use crate::model::{LinkId, MemoryId, MemoryLink, MemoryLinkType, MemoryNote, MemoryType};
 use chrono::{DateTime, SecondsFormat, Utc};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Format tag of [`Store::export_character`] documents.
 pub const EXPORT_FORMAT: &str = "soulmem-character";
@@ -44,6 +45,13 @@ pub const EXPORT_VERSION: u32 = 1;
 const META_CHARACTER: &str = "character";
 /// Meta key holding the running summary of the sliding window.
 const META_SUMMARY: &str = "summary";
+
+/// Source of [`Store`] instance ids (a [`SyncTag`] names the handle, not the file: another
+/// handle may have written the file in between).
+static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
+
+/// Whole-graph writes of more notes than this get a larger page cache for their duration.
+const BIG_CACHE_NOTES: usize = 20_000;
 
 /// How to open a store.
 #[derive(Debug, Clone, Default)]
@@ -120,6 +128,59 @@ pub enum Change {
     AppendFeedback(MemoryId, i8, DateTime<Utc>),
 }
 
+/// How [`Store::checkpoint`] wrote the graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckpointMode {
+    /// Every active note row was deleted and the whole graph written again: O(graph).
+    Full,
+    /// Only the notes the graph logged as changed since its last sync with this store were
+    /// rewritten or deleted: O(changed notes).
+    Incremental,
+}
+
+/// Why a checkpoint wrote the whole graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FullReason {
+    /// [`Store::save_graph`], which always writes the whole graph.
+    Requested,
+    /// The graph was never synced with a store (new, imported from JSON …).
+    Untracked,
+    /// The graph was synced with another store handle, or note rows of this store were written
+    /// since by something other than this graph's checkpoints.
+    Stale,
+    /// `extra` edits links directly, or deletes a note the graph still holds.
+    Extra,
+    /// The stored rows did not match the change log (a readable id held by an active row the
+    /// log does not explain, a logged note without a row): written whole to stay exact.
+    Mismatch,
+}
+
+/// What a checkpoint wrote, for callers, tests and benchmarks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CheckpointStats {
+    /// Whole graph or changed notes only.
+    pub mode: CheckpointMode,
+    /// Why the whole graph was written (`None` when incremental).
+    pub full_reason: Option<FullReason>,
+    /// Note rows written (every note of the graph when full).
+    pub notes_written: usize,
+    /// Links written with them (pending links included).
+    pub links_written: usize,
+    /// Active note rows deleted: those that left the graph when incremental, every active row
+    /// (then written again) when full.
+    pub notes_deleted: usize,
+}
+
+/// What a checkpoint writes besides `extra`.
+enum Plan {
+    /// The whole graph.
+    Full(FullReason),
+    /// These notes: rewritten when in the graph, their active row deleted when not.
+    Incremental(Vec<MemoryId>),
+}
+
 /// An open store. Not `Sync`: one owner (the character's process) at a time.
 #[derive(Debug)]
 pub struct Store {
@@ -129,6 +190,13 @@ pub struct Store {
     read_only: bool,
     // Held for the lifetime of the store; closing the file releases the lock (also on kill -9).
     _lock: File,
+    /// Process-unique id of this handle (see [`Store::sync_tag`]).
+    instance: u64,
+    /// Successful writes to note or link rows through this handle; a graph synced at an
+    /// older generation may miss some of them, so it is written whole.
+    generation: u64,
+    /// What the last successful checkpoint did.
+    last_checkpoint: Option<CheckpointStats>,
 }
 
 /// Converts a SQLite error into the crate error, keeping the failure classes callers act on.
@@ -422,6 +490,9 @@ impl Store {
             character: character.to_owned(),
             read_only: opts.read_only,
             _lock: lock,
+            instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
+            generation: 0,
+            last_checkpoint: None,
         };
         if version < SCHEMA_VERSION {
             store.migrate(version)?;
@@ -504,6 +575,30 @@ impl Store {
         Ok(out)
     }
 
+    /// [`Self::write`] for writes that may change note or link rows outside a checkpoint: once
+    /// one commits, graphs synced before no longer match the store and their next checkpoint
+    /// is a full one. (A failed write changed nothing, so it keeps them in sync.)
+    fn write_rows<T>(&mut self, f: impl FnOnce(&Connection, &Path) -> Result<T>) -> Result<T> {
+        let out = self.write(f)?;
+        self.generation += 1;
+        Ok(out)
+    }
+
+    /// The current state of this handle's note and link rows. A graph carrying it (see
+    /// [`MemoryGraph::sync_tag`]) is checkpointed incrementally.
+    pub fn sync_tag(&self) -> SyncTag {
+        SyncTag {
+            store: self.instance,
+            generation: self.generation,
+        }
+    }
+
+    /// What the last successful [`Store::checkpoint`] or [`Store::save_graph`] of this handle
+    /// did, if any.
+    pub fn last_checkpoint(&self) -> Option<&CheckpointStats> {
+        self.last_checkpoint.as_ref()
+    }
+
     // ---- meta -------------------------------------------------------------------------------
 
     /// A meta value.
@@ -525,19 +620,106 @@ impl Store {
     /// Replaces all active (non-archived) notes and their links with the graph's, in one
     /// transaction; buffered (pending) links are stored too. Archived notes are kept, unless
     /// the graph holds a note with the same id or readable id, which then replaces them.
+    /// Always writes the whole graph and does not sync it (see [`Store::checkpoint`]).
     ///
     /// Complexity: O(nodes + links) rows written.
     pub fn save_graph(&mut self, graph: &MemoryGraph) -> Result<()> {
-        self.checkpoint(graph, &[])
+        self.write_graph(graph, &[], Plan::Full(FullReason::Requested))
+            .map(|_| ())
     }
 
-    /// [`Store::save_graph`] plus `extra` changes (summary, popped messages, archived notes,
-    /// forgetting state …) in the SAME transaction: a write-back that lands whole or not at all.
-    /// `extra` runs before the graph is rewritten: a note archived there and absent from the
-    /// graph stays archived (not deleted), which is how working memory releases notes.
+    /// Makes the stored active notes equal the graph, plus `extra` changes (summary, popped
+    /// messages, archived notes, forgetting state …) in the SAME transaction: a write-back that
+    /// lands whole or not at all. `extra` runs before the graph is written: a note archived
+    /// there and absent from the graph stays archived (not deleted), which is how working
+    /// memory releases notes. The result is that of [`Store::save_graph`] plus `extra`.
     ///
-    /// Complexity: O(nodes + links + extra) rows written.
-    pub fn checkpoint(&mut self, graph: &MemoryGraph, extra: &[Change]) -> Result<()> {
+    /// Incremental when the graph carries this store's current [`Store::sync_tag`] (it was
+    /// loaded from or checkpointed to this handle, and no other write touched note rows since):
+    /// only the notes in its change log are written (an inserted note at the end of the stored
+    /// order, so the order stays the graph's) and the active rows of notes that left it are
+    /// deleted with their outgoing links. Otherwise — or when `extra` edits links or deletes a
+    /// note the graph holds, or the rows do not match the log — the whole graph is written;
+    /// the result says which ([`CheckpointStats`]). On success the graph is synced (its log
+    /// emptied, its tag set); on failure nothing is written and the graph keeps its log, so
+    /// the next checkpoint retries the same notes.
+    ///
+    /// Complexity: incremental O(changed notes + their links + pending links + extra) rows
+    /// and in-memory work; full O(nodes + links + extra).
+    pub fn checkpoint(
+        &mut self,
+        graph: &mut MemoryGraph,
+        extra: &[Change],
+    ) -> Result<CheckpointStats> {
+        let plan = self.plan(graph, extra);
+        let stats = self.write_graph(graph, extra, plan)?;
+        graph.mark_synced(self.sync_tag());
+        Ok(stats)
+    }
+
+    /// [`Store::put_note`] of `note` as [`MemoryGraph::upsert`] would keep it (history of an
+    /// existing note preserved), then that upsert into `graph`: durable first, then in memory.
+    /// Unlike a bare `put_note`, a graph synced with this store stays synced (the note is in
+    /// its change log, so the next checkpoint stays incremental). Bad input changes nothing.
+    ///
+    /// Complexity: O(note size + its out-degree).
+    pub fn upsert_note(&mut self, graph: &mut MemoryGraph, note: MemoryNote) -> Result<MemoryId> {
+        let note = graph.prepare_upsert(note)?;
+        let synced = graph.sync_tag() == Some(self.sync_tag());
+        self.put_note(&note)?;
+        let id = note.id;
+        // Should the upsert fail, the graph's tag is left stale: the next checkpoint is full
+        // and removes the stored note again.
+        graph.upsert(note)?;
+        if synced {
+            graph.retag(self.sync_tag());
+        }
+        Ok(id)
+    }
+
+    /// What a checkpoint of `graph` with `extra` must write. Complexity: O(log + extra).
+    fn plan(&self, graph: &MemoryGraph, extra: &[Change]) -> Plan {
+        match graph.sync_tag() {
+            None => return Plan::Full(FullReason::Untracked),
+            Some(tag) if tag != self.sync_tag() => return Plan::Full(FullReason::Stale),
+            Some(_) => {}
+        }
+        let mut touched: HashSet<MemoryId> = graph.changed_ids().copied().collect();
+        for ch in extra {
+            match ch {
+                // A full write lets the graph's version of these notes win (and deletes the
+                // active ones it does not hold); rewriting or deleting them does the same.
+                Change::PutNote(n) => {
+                    touched.insert(n.id);
+                }
+                Change::ArchiveNote(id) => {
+                    touched.insert(*id);
+                }
+                Change::DeleteNote(id) if graph.get(id).is_some() => {
+                    return Plan::Full(FullReason::Extra)
+                }
+                // Deleting a note drops every stored link to it, pending links of graph notes
+                // included: those notes are rewritten.
+                Change::DeleteNote(id) => {
+                    touched.extend(graph.pending_to(id).iter().map(|l| l.from));
+                }
+                // A link upsert may replace a link of any note (ids are global): rare, so not
+                // tracked.
+                Change::PutLink(_) | Change::DeleteLink(_) => return Plan::Full(FullReason::Extra),
+                _ => {}
+            }
+        }
+        Plan::Incremental(touched.into_iter().collect())
+    }
+
+    /// Runs one checkpoint transaction: `extra`, then the graph as `plan` says. On success the
+    /// generation moves on and the stats are kept.
+    fn write_graph(
+        &mut self,
+        graph: &MemoryGraph,
+        extra: &[Change],
+        plan: Plan,
+    ) -> Result<CheckpointStats> {
         for ch in extra {
             if let Change::PutNote(n) = ch {
                 validate_note(n)?;
@@ -556,16 +738,9 @@ impl Store {
                 ),
             ));
         }
-        let mut pending: HashMap<MemoryId, Vec<&MemoryLink>> = HashMap::new();
-        for l in graph.pending_links() {
-            pending.entry(l.from).or_default().push(l);
-        }
-        for n in graph.notes() {
-            validate_note(n)?;
-        }
         // A whole-graph save touches every index page; give it a large page cache for the
         // duration (a ceiling, released below) instead of thrashing the 32 MiB default.
-        let big_cache = graph.len() > 20_000;
+        let big_cache = matches!(plan, Plan::Full(_)) && graph.len() > BIG_CACHE_NOTES;
         if big_cache {
             self.conn
                 .execute_batch("PRAGMA cache_size=-262144;")
@@ -575,38 +750,14 @@ impl Store {
             for ch in extra {
                 apply_change(c, p, ChangeRef::from(ch))?;
             }
-            c.execute_batch(
-                "DELETE FROM links WHERE from_id IN (SELECT id FROM notes WHERE archived=0);
-                 DELETE FROM notes WHERE archived=0;",
-            )
-            .map_err(|e| db_err(p, e))?;
-            let archived: i64 = c
-                .query_row("SELECT count(*) FROM notes", [], |r| r.get(0))
-                .map_err(|e| db_err(p, e))?;
-            for n in graph.notes() {
-                // Only archived rows can collide now; the graph's version wins.
-                let stale: Vec<String> = if archived == 0 {
-                    Vec::new()
-                } else {
-                    let mut st = c
-                        .prepare_cached("SELECT id FROM notes WHERE id=?1 OR readable_id=?2")
-                        .map_err(|e| db_err(p, e))?;
-                    let rows = st
-                        .query_map(params![n.id.to_string(), n.readable_id], |r| r.get(0))
-                        .and_then(|it| it.collect::<rusqlite::Result<Vec<String>>>())
-                        .map_err(|e| db_err(p, e))?;
-                    rows
-                };
-                for id in stale {
-                    delete_note_rows(c, p, &id, false)?;
-                }
-                let links = n
-                    .links
-                    .iter()
-                    .chain(pending.get(&n.id).into_iter().flatten().copied());
-                write_note(c, p, n, links, false)?;
+            match plan {
+                Plan::Full(reason) => write_full(c, p, graph, reason),
+                Plan::Incremental(touched) => match write_incremental(c, p, graph, touched)? {
+                    Some(stats) => Ok(stats),
+                    // Everything written so far is what a full write does too (or overwrites).
+                    None => write_full(c, p, graph, FullReason::Mismatch),
+                },
             }
-            Ok(())
         });
         if big_cache {
             // Shrinking the cache also frees the pages beyond the limit.
@@ -614,12 +765,16 @@ impl Store {
                 .execute_batch("PRAGMA cache_size=-32768;")
                 .map_err(|e| db_err(&self.path, e))?;
         }
-        result
+        let stats = result?;
+        self.generation += 1;
+        self.last_checkpoint = Some(stats.clone());
+        Ok(stats)
     }
 
     /// Loads the active (non-archived) notes into a graph, in stored order. Links to archived
     /// or unstored notes become pending links (not attached, so algorithms ignore them), which
-    /// keeps `load_graph` → edit → [`Store::save_graph`] lossless.
+    /// keeps `load_graph` → edit → [`Store::save_graph`] lossless. The graph is synced with
+    /// this handle: its next [`Store::checkpoint`] writes only what changed.
     ///
     /// Complexity: O(nodes + links).
     pub fn load_graph(&self) -> Result<MemoryGraph> {
@@ -629,7 +784,9 @@ impl Store {
         // notes); filtering happens here.
         let mut links = self.query_links("")?;
         links.retain(|from, _| active.contains(from));
-        build_graph(&self.character, notes, &mut links)
+        let mut graph = build_graph(&self.character, notes, &mut links)?;
+        graph.mark_synced(self.sync_tag());
+        Ok(graph)
     }
 
     /// One note (archived or not) with all its stored outgoing links.
@@ -692,7 +849,7 @@ impl Store {
     /// Deletes a link; returns whether it existed.
     pub fn delete_link(&mut self, id: &LinkId) -> Result<bool> {
         let id = id.to_string();
-        self.write(|c, p| {
+        self.write_rows(|c, p| {
             c.execute("DELETE FROM links WHERE id=?1", [&id])
                 .map(|n| n > 0)
                 .map_err(|e| db_err(p, e))
@@ -708,7 +865,7 @@ impl Store {
     /// Makes an archived note active again. Errors with [`Error::NotFound`] when absent.
     pub fn unarchive_note(&mut self, id: &MemoryId) -> Result<()> {
         let s = id.to_string();
-        self.write(|c, p| {
+        self.write_rows(|c, p| {
             let n = c
                 .execute("UPDATE notes SET archived=0 WHERE id=?1", [&s])
                 .map_err(|e| db_err(p, e))?;
@@ -723,7 +880,7 @@ impl Store {
     /// and retrieval records. Returns whether it existed.
     pub fn delete_note(&mut self, id: &MemoryId) -> Result<bool> {
         let s = id.to_string();
-        self.write(|c, p| delete_note_rows(c, p, &s, true))
+        self.write_rows(|c, p| delete_note_rows(c, p, &s, true))
     }
 
     /// Commits several writes in ONE transaction: all of them or none.
@@ -736,12 +893,17 @@ impl Store {
                 validate_link(l)?;
             }
         }
-        self.write(|c, p| {
+        let write = |c: &Connection, p: &Path| {
             for ch in changes {
                 apply_change(c, p, ChangeRef::from(ch))?;
             }
             Ok(())
-        })
+        };
+        if changes.iter().any(|ch| ChangeRef::from(ch).writes_rows()) {
+            self.write_rows(write)
+        } else {
+            self.write(write)
+        }
     }
 
     fn apply_one(&mut self, ch: ChangeRef<'_>) -> Result<()> {
@@ -750,7 +912,11 @@ impl Store {
             ChangeRef::PutLink(l) => validate_link(l)?,
             _ => {}
         }
-        self.write(|c, p| apply_change(c, p, ch))
+        if ch.writes_rows() {
+            self.write_rows(|c, p| apply_change(c, p, ch))
+        } else {
+            self.write(|c, p| apply_change(c, p, ch))
+        }
     }
 
     // ---- embeddings -------------------------------------------------------------------------
@@ -1198,7 +1364,7 @@ impl Store {
             doc.feedback,
             doc.meta,
         );
-        self.write(|c, p| {
+        self.write_rows(|c, p| {
             c.execute_batch(
                 "DELETE FROM notes; DELETE FROM links; DELETE FROM embeddings;
                  DELETE FROM records; DELETE FROM forget_state; DELETE FROM window;
@@ -1487,7 +1653,7 @@ impl Store {
         for n in notes {
             validate_note(n)?;
         }
-        self.write(|c, p| {
+        self.write_rows(|c, p| {
             for ch in extra {
                 apply_change(c, p, ChangeRef::from(ch))?;
             }
@@ -1675,6 +1841,20 @@ enum ChangeRef<'a> {
     AppendFeedback(&'a MemoryId, i8, &'a DateTime<Utc>),
 }
 
+impl ChangeRef<'_> {
+    /// True when the change writes note or link rows (which a synced graph must know of).
+    fn writes_rows(&self) -> bool {
+        matches!(
+            self,
+            ChangeRef::PutNote(_)
+                | ChangeRef::PutLink(_)
+                | ChangeRef::DeleteLink(_)
+                | ChangeRef::ArchiveNote(_)
+                | ChangeRef::DeleteNote(_)
+        )
+    }
+}
+
 impl<'a> From<&'a Change> for ChangeRef<'a> {
     fn from(c: &'a Change) -> Self {
         match c {
@@ -1721,7 +1901,7 @@ fn apply_change(c: &Connection, p: &Path, ch: ChangeRef<'_>) -> Result<()> {
                 )
                 .optional()
                 .map_err(e)?;
-            write_note(c, p, n, n.links.iter(), archived.unwrap_or(false))
+            write_note(c, p, n, n.links.iter(), archived.unwrap_or(false)).map(|_| ())
         }
         ChangeRef::PutLink(l) => {
             let exists: bool = c
@@ -1799,14 +1979,185 @@ fn insert_feedback(
         .map_err(|e| db_err(p, e))
 }
 
+/// Pending links of the graph whose source passes `keep`, by source, each group in link id
+/// order (the pending buffer is a hash map; this keeps files deterministic).
+/// Complexity: O(pending links).
+fn pending_by_source(
+    graph: &MemoryGraph,
+    keep: impl Fn(&MemoryId) -> bool,
+) -> HashMap<MemoryId, Vec<&MemoryLink>> {
+    let mut pending: HashMap<MemoryId, Vec<&MemoryLink>> = HashMap::new();
+    for l in graph.pending_links().filter(|l| keep(&l.from)) {
+        pending.entry(l.from).or_default().push(l);
+    }
+    for group in pending.values_mut() {
+        group.sort_by_key(|l| l.id);
+    }
+    pending
+}
+
+/// The whole-graph write of a checkpoint: deletes every active note and its links, then
+/// writes every note of the graph with its links (pending ones included). Archived rows with
+/// the id or readable id of a graph note are replaced by it.
+///
+/// Complexity: O(nodes + links) rows written.
+fn write_full(
+    c: &Connection,
+    p: &Path,
+    graph: &MemoryGraph,
+    reason: FullReason,
+) -> Result<CheckpointStats> {
+    for n in graph.notes() {
+        validate_note(n)?;
+    }
+    let pending = pending_by_source(graph, |_| true);
+    let deleted = c
+        .execute(
+            "DELETE FROM links WHERE from_id IN (SELECT id FROM notes WHERE archived=0)",
+            [],
+        )
+        .and_then(|_| c.execute("DELETE FROM notes WHERE archived=0", []))
+        .map_err(|e| db_err(p, e))?;
+    let archived: i64 = c
+        .query_row("SELECT count(*) FROM notes", [], |r| r.get(0))
+        .map_err(|e| db_err(p, e))?;
+    let mut links_written = 0;
+    for n in graph.notes() {
+        // Only archived rows can collide now; the graph's version wins.
+        let stale: Vec<String> = if archived == 0 {
+            Vec::new()
+        } else {
+            let mut st = c
+                .prepare_cached("SELECT id FROM notes WHERE id=?1 OR readable_id=?2")
+                .map_err(|e| db_err(p, e))?;
+            let rows = st
+                .query_map(params![n.id.to_string(), n.readable_id], |r| r.get(0))
+                .and_then(|it| it.collect::<rusqlite::Result<Vec<String>>>())
+                .map_err(|e| db_err(p, e))?;
+            rows
+        };
+        for id in stale {
+            delete_note_rows(c, p, &id, false)?;
+        }
+        let links = n
+            .links
+            .iter()
+            .chain(pending.get(&n.id).into_iter().flatten().copied());
+        links_written += write_note(c, p, n, links, false)?;
+    }
+    Ok(CheckpointStats {
+        mode: CheckpointMode::Full,
+        full_reason: Some(reason),
+        notes_written: graph.len(),
+        links_written,
+        notes_deleted: deleted,
+    })
+}
+
+/// The incremental write of a checkpoint: for each of `touched` (the graph's change log plus
+/// what `extra` touched) absent from the graph, its active row and outgoing links are deleted;
+/// each one in the graph is written with its links (pending ones included), in dense order —
+/// an updated note in place, an inserted one as a new row at the end, so the stored order of
+/// active notes stays the graph's. Archived rows with the same readable id are replaced, as
+/// in [`write_full`].
+///
+/// Returns `None`, having written only what a full write also does or overwrites, when the
+/// rows do not match the log: the caller then writes the whole graph.
+///
+/// Complexity: O(touched · log(touched) + their links + pending links).
+fn write_incremental(
+    c: &Connection,
+    p: &Path,
+    graph: &MemoryGraph,
+    touched: Vec<MemoryId>,
+) -> Result<Option<CheckpointStats>> {
+    let e = |err| db_err(p, err);
+    let mut present: Vec<(usize, &MemoryNote)> = Vec::with_capacity(touched.len());
+    let mut absent: Vec<MemoryId> = Vec::new();
+    for id in touched {
+        match graph.index_of(&id).zip(graph.get(&id)) {
+            Some(found) => present.push(found),
+            None => absent.push(id),
+        }
+    }
+    present.sort_unstable_by_key(|(i, _)| *i);
+    for (_, n) in &present {
+        validate_note(n)?;
+    }
+    // Removals first, so a readable id freed by a removed note can be taken by another.
+    let mut deleted = 0;
+    for id in &absent {
+        let s = id.to_string();
+        let n = c
+            .prepare_cached("DELETE FROM notes WHERE id=?1 AND archived=0")
+            .and_then(|mut st| st.execute([&s]))
+            .map_err(e)?;
+        if n > 0 {
+            deleted += 1;
+            c.prepare_cached("DELETE FROM links WHERE from_id=?1")
+                .and_then(|mut st| st.execute([&s]))
+                .map_err(e)?;
+        }
+    }
+    let wanted: HashSet<MemoryId> = present.iter().map(|(_, n)| n.id).collect();
+    let pending = pending_by_source(graph, |from| wanted.contains(from));
+    let mut links_written = 0;
+    for (_, n) in &present {
+        let id = n.id.to_string();
+        let rows: Vec<(String, bool)> = {
+            let mut st = c
+                .prepare_cached("SELECT id, archived FROM notes WHERE id=?1 OR readable_id=?2")
+                .map_err(e)?;
+            let rows = st
+                .query_map(params![id, n.readable_id], |r| Ok((r.get(0)?, r.get(1)?)))
+                .and_then(|it| it.collect::<rusqlite::Result<Vec<_>>>())
+                .map_err(e)?;
+            rows
+        };
+        let mut has_row = false;
+        for (other, archived) in rows {
+            if other == id {
+                has_row = true;
+            } else if archived {
+                delete_note_rows(c, p, &other, false)?;
+            } else {
+                // An active row holds the readable id and the log does not say it went.
+                return Ok(None);
+            }
+        }
+        if graph.change_of(&n.id) == Some(NoteChange::Inserted) {
+            if has_row {
+                // A new row takes the next position: the note is last in the graph too.
+                delete_note_rows(c, p, &id, false)?;
+            }
+        } else if !has_row {
+            // Updated (or touched by `extra` only) notes were stored at the last sync.
+            return Ok(None);
+        }
+        let links = n
+            .links
+            .iter()
+            .chain(pending.get(&n.id).into_iter().flatten().copied());
+        links_written += write_note(c, p, n, links, false)?;
+    }
+    Ok(Some(CheckpointStats {
+        mode: CheckpointMode::Incremental,
+        full_reason: None,
+        notes_written: present.len(),
+        links_written,
+        notes_deleted: deleted,
+    }))
+}
+
 /// Upserts the note row (keeping `pos`, so order is stable) and replaces its outgoing links.
+/// Returns the number of links written.
 fn write_note<'a>(
     c: &Connection,
     p: &Path,
     n: &MemoryNote,
     links: impl Iterator<Item = &'a MemoryLink>,
     archived: bool,
-) -> Result<()> {
+) -> Result<usize> {
     let id = n.id.to_string();
     let tags = to_json(&n.tags)?;
     let payload = to_json(&n.mem_type)?;
@@ -1838,10 +2189,12 @@ fn write_note<'a>(
     c.prepare_cached("DELETE FROM links WHERE from_id=?1")
         .and_then(|mut st| st.execute([&id]))
         .map_err(|e| db_err(p, e))?;
+    let mut written = 0;
     for (ord, l) in links.enumerate() {
         insert_link(c, p, l, Some(ord as i64))?;
+        written += 1;
     }
-    Ok(())
+    Ok(written)
 }
 
 /// Inserts (or replaces, by id) one link at position `ord` (`None`: after the source's last).

@@ -610,7 +610,9 @@ pub fn tempered_actions(
         } else {
             cfg.priority_offset * f64::from(q.priority) / f64::from(max_p)
         };
-        for (a, s, _) in bayes_actions(idx, &sources, awa.action_top_k) {
+        // As the pipeline: Bayes keeps its own top-k, AssociateWithAction the best of those.
+        let actions = bayes_actions(idx, &sources, awa.bayes.top_k);
+        for (a, s, _) in actions.into_iter().take(awa.action_top_k) {
             let e = best.entry(a).or_insert(f64::NEG_INFINITY);
             *e = e.max(s + off);
         }

@@ -314,8 +314,10 @@ defmodule SoulMem.Consolidation.Suite do
       {:ok, job, window} ->
         case LLM.chat(Window.prompt(job, Window.summary(window)), llm) do
           {:ok, %{content: summary}} ->
-            {:ok, window} = Window.complete(window, job.id, String.trim(summary))
-            summaries(window, llm, n + 1)
+            case Window.complete(window, job.id, String.trim(summary)) do
+              {:ok, window} -> summaries(window, llm, n + 1)
+              {:error, _} -> {Window.fail(window, job.id), n}
+            end
 
           {:error, _} ->
             {Window.fail(window, job.id), n}
