@@ -197,6 +197,21 @@ defmodule SoulMem.LLMTest do
     assert {:error, :timeout} = Task.await(slow)
   end
 
+  test "the API key never shows in the logs of failing calls", %{server: server, url: url} do
+    FakeLLM.script(server, [{:status, 500}, {:status, 503}, {:status, 401}])
+    refused = "http://127.0.0.1:#{FakeLLM.refused_port()}/v1"
+
+    log =
+      ExUnit.CaptureLog.capture_log([level: :debug], fn ->
+        opts = [api_key: "sk-log-secret", model: "m1", retries: 2, backoff: 1]
+        assert {:error, _} = LLM.chat(@messages, [base_url: url] ++ opts)
+        assert {:error, _} = LLM.chat(@messages, [base_url: refused] ++ opts)
+      end)
+
+    assert log =~ "retry"
+    refute log =~ "sk-log-secret"
+  end
+
   test "the API key never shows in inspect output" do
     config = SoulMem.LLM.Config.merge(%SoulMem.LLM.Config{}, api_key: "sk-very-secret")
     refute inspect(config) =~ "sk-very-secret"
