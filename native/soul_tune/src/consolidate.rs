@@ -280,7 +280,7 @@ impl Embedders {
             "model" => {
                 if self.model.is_none() {
                     let cache = crate::retrieve::default_cache();
-                    let m = ModelEmbedder::load(None, cache.as_deref())
+                    let m = ModelEmbedder::load(None, cache.as_deref(), None)
                         .map_err(|e| format!("cannot load the embedding model: {e}"))?;
                     self.model = Some(m);
                 }

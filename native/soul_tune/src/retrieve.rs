@@ -653,7 +653,7 @@ pub fn run(args: &[String]) -> ExitCode {
                 }
             }
         }
-        match ModelEmbedder::load(o.model.as_deref(), o.cache.as_deref()) {
+        match ModelEmbedder::load(o.model.as_deref(), o.cache.as_deref(), None) {
             Ok(m) => Emb::Model(Box::new(m)),
             Err(e) => {
                 eprintln!("error: cannot load the embedding model: {e}\n(use --embedder hash to run without a model)");

@@ -47,7 +47,8 @@ defmodule SoulMem.Character do
     * `:state_changed` — `:working` or `:idle`;
     * `:summary_updated` — the new cumulative summary;
     * `:summary_failed` — `%{job: id, reason: reason, retry_in: ms}`: an
-      LLM error or a blank answer (`:empty_summary`, the summary is kept).
+      LLM error, a blank answer among them (`{:invalid_response,
+      :empty_content}`; the summary is kept).
       The job's messages stay visible; the character retries it after
       `retry_in` ms, Working or Idle, with exponential backoff
       (`:summary_retry` doubling up to `:summary_max_retry`, with jitter;

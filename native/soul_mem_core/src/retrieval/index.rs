@@ -455,6 +455,21 @@ impl RetrievalIndex {
         Ok(csr)
     }
 
+    /// Errors unless `decay` has one factor per node of this index.
+    fn check_decay_len(&self, decay: &EdgeDecay) -> Result<()> {
+        if decay.factors.len() == self.nodes.len() {
+            return Ok(());
+        }
+        Err(Error::invalid_argument(
+            "decay",
+            format!(
+                "{} factors for {} nodes",
+                decay.factors.len(),
+                self.nodes.len()
+            ),
+        ))
+    }
+
     /// The transition matrix with every link intensity scaled by its source's factor in
     /// `decay` ([`Self::transition`] when `decay` is `None`). The last decayed matrix is
     /// cached by the weights and the factors' stamp, so reusing one [`EdgeDecay`] (or a clone)
@@ -470,16 +485,7 @@ impl RetrievalIndex {
         let Some(decay) = decay else {
             return self.transition(cfg);
         };
-        if decay.factors.len() != self.nodes.len() {
-            return Err(Error::invalid_argument(
-                "decay",
-                format!(
-                    "{} factors for {} nodes",
-                    decay.factors.len(),
-                    self.nodes.len()
-                ),
-            ));
-        }
+        self.check_decay_len(decay)?;
         let params = Self::weight_params(cfg);
         let mut guard = self
             .decayed_csr
@@ -511,16 +517,7 @@ impl RetrievalIndex {
     /// Complexity: O(Σ out-degree of `changed`) plus O(nodes) when the matrix is shared and
     /// must be copied first.
     pub fn update_decay(&self, old: &EdgeDecay, new: &EdgeDecay, changed: &[u32]) -> Result<bool> {
-        if new.factors.len() != self.nodes.len() {
-            return Err(Error::invalid_argument(
-                "decay",
-                format!(
-                    "{} factors for {} nodes",
-                    new.factors.len(),
-                    self.nodes.len()
-                ),
-            ));
-        }
+        self.check_decay_len(new)?;
         let mut guard = self
             .decayed_csr
             .lock()

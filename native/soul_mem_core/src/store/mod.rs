@@ -1996,6 +1996,21 @@ fn pending_by_source(
     pending
 }
 
+/// The stored rows, archived or not, holding `n`'s id or readable id: `(id, archived)`.
+/// Complexity: O(log rows).
+fn rows_holding(c: &Connection, p: &Path, n: &MemoryNote) -> Result<Vec<(String, bool)>> {
+    let mut st = c
+        .prepare_cached("SELECT id, archived FROM notes WHERE id=?1 OR readable_id=?2")
+        .map_err(|e| db_err(p, e))?;
+    let rows = st
+        .query_map(params![n.id.to_string(), n.readable_id], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .and_then(|it| it.collect::<rusqlite::Result<Vec<_>>>())
+        .map_err(|e| db_err(p, e))?;
+    Ok(rows)
+}
+
 /// The whole-graph write of a checkpoint: deletes every active note and its links, then
 /// writes every note of the graph with its links (pending ones included). Archived rows with
 /// the id or readable id of a graph note are replaced by it.
@@ -2024,20 +2039,10 @@ fn write_full(
     let mut links_written = 0;
     for n in graph.notes() {
         // Only archived rows can collide now; the graph's version wins.
-        let stale: Vec<String> = if archived == 0 {
-            Vec::new()
-        } else {
-            let mut st = c
-                .prepare_cached("SELECT id FROM notes WHERE id=?1 OR readable_id=?2")
-                .map_err(|e| db_err(p, e))?;
-            let rows = st
-                .query_map(params![n.id.to_string(), n.readable_id], |r| r.get(0))
-                .and_then(|it| it.collect::<rusqlite::Result<Vec<String>>>())
-                .map_err(|e| db_err(p, e))?;
-            rows
-        };
-        for id in stale {
-            delete_note_rows(c, p, &id, false)?;
+        if archived > 0 {
+            for (id, _) in rows_holding(c, p, n)? {
+                delete_note_rows(c, p, &id, false)?;
+            }
         }
         let links = n
             .links
@@ -2104,18 +2109,8 @@ fn write_incremental(
     let mut links_written = 0;
     for (_, n) in &present {
         let id = n.id.to_string();
-        let rows: Vec<(String, bool)> = {
-            let mut st = c
-                .prepare_cached("SELECT id, archived FROM notes WHERE id=?1 OR readable_id=?2")
-                .map_err(e)?;
-            let rows = st
-                .query_map(params![id, n.readable_id], |r| Ok((r.get(0)?, r.get(1)?)))
-                .and_then(|it| it.collect::<rusqlite::Result<Vec<_>>>())
-                .map_err(e)?;
-            rows
-        };
         let mut has_row = false;
-        for (other, archived) in rows {
+        for (other, archived) in rows_holding(c, p, n)? {
             if other == id {
                 has_row = true;
             } else if archived {

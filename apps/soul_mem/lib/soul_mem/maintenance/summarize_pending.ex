@@ -2,9 +2,9 @@ defmodule SoulMem.Maintenance.SummarizePending do
   @moduledoc """
   Maintenance task `:summarize_pending`: retries the window's summary jobs
   that failed (LLM down, timeouts), oldest first, each on top of the summary
-  produced by the one before. Stops at the first failure (an LLM error or a
-  blank answer, `:empty_summary`); the jobs done so far are returned as
-  `{:summary_done, job_id, summary}` changes.
+  produced by the one before. Stops at the first failure (an LLM error; a
+  blank answer is one, `SoulMem.LLM.chat/2` refuses it); the jobs done so far
+  are returned as `{:summary_done, job_id, summary}` changes.
   """
 
   @behaviour SoulMem.Maintenance
@@ -27,12 +27,8 @@ defmodule SoulMem.Maintenance.SummarizePending do
     |> Enum.reduce_while({Window.summary(window), []}, fn job, {previous, done} ->
       case SoulMem.LLM.chat(Window.prompt(job, previous), llm) do
         {:ok, %{content: summary}} ->
-          # A blank answer fails the job: it must not wipe the summary the
-          # next jobs build on.
-          case String.trim(summary) do
-            "" -> {:halt, {:error, :empty_summary, done}}
-            summary -> {:cont, {summary, [{:summary_done, job.id, summary} | done]}}
-          end
+          summary = String.trim(summary)
+          {:cont, {summary, [{:summary_done, job.id, summary} | done]}}
 
         {:error, reason} ->
           {:halt, {:error, reason, done}}
