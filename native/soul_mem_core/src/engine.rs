@@ -312,7 +312,13 @@ impl Engine {
     ) -> Result<()> {
         let progress = ProgressEmbedder::new(embedder.as_dyn(), 64, report);
         let vectors = NodeVectors::embed_graph(&self.graph, &progress)?;
-        self.index = Some(RetrievalIndex::build(&self.graph, vectors)?);
+        // The previous snapshot's lexical index is synced, not rebuilt (only changed notes
+        // are segmented again).
+        self.index = Some(RetrievalIndex::build_reusing(
+            &self.graph,
+            vectors,
+            self.index.take(),
+        )?);
         self.embedder = Some(embedder);
         Ok(())
     }
@@ -664,6 +670,8 @@ impl Engine {
                     "score": m.score,
                     "stage": m.stage,
                     "seeds": seeds(&m.seeds),
+                    "channels": m.channels,
+                    "path": seeds(&m.path),
                     "core": note.is_some_and(|n| n.core),
                 })
             })
@@ -712,6 +720,8 @@ impl Engine {
                     "score": 1.0,
                     "stage": "Core",
                     "seeds": [],
+                    "channels": [],
+                    "path": [],
                     "core": true,
                 })
             })

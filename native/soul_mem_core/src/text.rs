@@ -34,6 +34,22 @@ pub fn tokens(text: &str) -> Vec<&str> {
         .collect()
 }
 
+/// Search terms of `text` for the lexical (BM25) channel: jieba's search segmentation (HMM
+/// on; long words also yield their dictionary sub-words, so 北极星座钟 matches 座钟), lower-cased,
+/// keeping only tokens with a letter or digit (punctuation, emoji and whitespace give nothing).
+/// Latin-script words come out whole (jieba keeps runs of ASCII letters and digits together).
+///
+/// Complexity: O(chars).
+pub fn search_terms(text: &str) -> Vec<String> {
+    jieba()
+        .cut_for_search(text, true)
+        .into_iter()
+        .map(|t| t.word)
+        .filter(|w| w.chars().any(char::is_alphanumeric))
+        .map(str::to_lowercase)
+        .collect()
+}
+
 /// The `top_k` most informative words of `text` by TF-IDF, best first.
 pub fn keywords(text: &str, top_k: usize) -> Vec<String> {
     // No part-of-speech filter: jieba's dictionary tags food and slang (麻辣烫) inconsistently;
@@ -87,6 +103,16 @@ mod tests {
         assert!(t.concat() == "小红和小白放学后去吃麻辣烫");
         let m = tokens("我用Rust写了 HTTP 服务器😀");
         assert!(m.contains(&"Rust"), "{m:?}");
+    }
+
+    #[test]
+    fn search_terms_split_compounds_and_drop_punctuation() {
+        let t = search_terms("北极星座钟，QC03 Crane！😀");
+        assert!(t.iter().any(|w| w == "座钟" || w == "北极星"), "{t:?}");
+        assert!(t.iter().any(|w| w == "qc03"), "{t:?}");
+        assert!(t.iter().any(|w| w == "crane"), "{t:?}");
+        assert!(t.iter().all(|w| w.chars().any(char::is_alphanumeric)));
+        assert!(search_terms("😀…！ \n").is_empty());
     }
 
     #[test]

@@ -134,16 +134,18 @@ fn associate_with_action_doubles_abstract_sources_before_softmax() {
             )
         })
         .collect();
+    for ((_, w), (_, want, _)) in r.action_sources.iter().zip(&raw) {
+        assert!((w - want).abs() < 1e-12);
+    }
+    // Bayes runs over the softmax of the doubled-abstract sources at the source temperature.
     let scaled: Vec<f64> = raw
         .iter()
-        .map(|&(_, s, a)| if a { 2.0 * s } else { s })
+        .map(|&(_, s, a)| if a { 2.0 * s } else { s } / cfg.source_temperature)
         .collect();
-    let want = softmax(&scaled);
-    for ((_, w), wv) in r.action_sources.iter().zip(&want) {
-        assert!((w - wv).abs() < 1e-12);
-    }
-    let total: f64 = r.action_sources.iter().map(|x| x.1).sum();
-    assert!((total - 1.0).abs() < 1e-12);
+    let weights: Vec<(u32, f64)> = raw.iter().map(|r| r.0).zip(softmax(&scaled)).collect();
+    let mut want = bayes_actions(&idx, &weights, cfg.bayes.top_k);
+    want.truncate(cfg.action_top_k);
+    assert_eq!(r.action, want);
     assert!(r.action.len() <= 3);
     assert!(r
         .action
@@ -277,7 +279,35 @@ fn configs_have_seed_defaults_and_validate() {
     let c: PipelineConfig = serde_json::from_str("{}").unwrap();
     assert_eq!(c, PipelineConfig::default());
     assert_eq!(c.similarity.similarity_threshold, 0.35);
-    assert_eq!(c.similarity.max_results, 4);
+    assert_eq!(c.similarity.max_results, 2);
+    let f = &c.similarity.fusion;
+    assert_eq!((f.method, f.dense, f.tag, f.lexical), (FusionMethod::Zscore, 1.0, 0.5, 1.0));
+    assert_eq!(c.assoc_with_action.association.blend, 0.5);
+    assert_eq!(c.assoc_with_action.association.hub_exponent, 0.5);
+    // Fusion and blend weights that are negative, non-finite or all zero are refused by name.
+    for (json, field) in [
+        (r#"{"similarity":{"fusion":{"lexical":-1}}}"#, "fusion.lexical"),
+        (r#"{"similarity":{"fusion":{"dense":0,"tag":0,"lexical":0}}}"#, "fusion.dense"),
+        (r#"{"similarity":{"fusion":{"rrf_k":0}}}"#, "fusion.rrf_k"),
+        (r#"{"assoc_with_action":{"association":{"blend":1.5}}}"#, "blend"),
+        (r#"{"assoc_with_action":{"association":{"hub_exponent":-0.5}}}"#, "hub_exponent"),
+        (r#"{"assoc_with_action":{"source_temperature":0}}"#, "source_temperature"),
+    ] {
+        let bad: PipelineConfig = serde_json::from_str(json).unwrap();
+        let e = bad.validate().unwrap_err().to_string();
+        assert!(e.contains(field), "{json}: {e}");
+    }
+    let nan = PipelineConfig {
+        similarity: SimilarityConfig {
+            fusion: FusionConfig {
+                tag: f64::NAN,
+                ..FusionConfig::default()
+            },
+            ..SimilarityConfig::default()
+        },
+        ..PipelineConfig::default()
+    };
+    assert!(nan.validate().unwrap_err().to_string().contains("fusion.tag"));
     assert_eq!(c.similarity.blend.tag, 0.3);
     assert_eq!(c.similarity.blend.variant, 0.7);
     assert_eq!(c.similarity.blend.string_blend_alpha, 0.6);
@@ -309,7 +339,7 @@ fn configs_have_seed_defaults_and_validate() {
     let partial: PipelineConfig =
         serde_json::from_str(r#"{"similarity":{"similarity_threshold":0.5},"assoc_with_action":{"association":{"preference":"Semantic"}}}"#).unwrap();
     assert_eq!(partial.similarity.similarity_threshold, 0.5);
-    assert_eq!(partial.similarity.max_results, 4);
+    assert_eq!(partial.similarity.max_results, 2);
     assert_eq!(
         partial.assoc_with_action.association.preference,
         TypePreference::Semantic

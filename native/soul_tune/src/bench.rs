@@ -333,9 +333,9 @@ fn dump(
 /// otherwise everything is single-threaded.
 pub fn retrieval(sizes: &[usize], parallel: bool) -> soul_mem_core::Result<()> {
     println!(
-        "| nodes | edges | PPR push p50/p99 ms | pushes (avg) | power iter (50 it) p50/p99 ms | similarity p50/p99 ms | pipeline p50/p99 ms | memories/actions (avg) | matrix rebuilds |"
+        "| nodes | edges | PPR push p50/p99 ms | pushes (avg) | power iter (50 it) p50/p99 ms | similarity p50/p99 ms | lexical p50/p99 ms | pipeline p50/p99 ms | memories/actions (avg) | matrix rebuilds | lexical update, 1 note p50/p99 ms |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for &n in sizes {
         let build = Instant::now();
         let s = synth(n, 0xB3C4 ^ n as u64)?;
@@ -439,6 +439,29 @@ pub fn retrieval(sizes: &[usize], parallel: bool) -> soul_mem_core::Result<()> {
             }
         }
         let built = idx.csr_builds() - builds_before;
+        // The lexical channel alone, and one note added to (a copy of) its index.
+        let terms: Vec<Vec<String>> = queries.iter().map(|(q, _)| query_terms(q)).collect();
+        let lex_t: Vec<f64> = (0..reps)
+            .map(|r| {
+                let t = &terms[r % terms.len()];
+                time_ms(|| {
+                    std::hint::black_box(idx.lexical_scores(t));
+                })
+            })
+            .collect();
+        let mut lex = idx.lexical().clone();
+        let upd_t: Vec<f64> = (0..200)
+            .map(|j| {
+                let id = MemoryId::derive("bench", &format!("added{j}"));
+                let fields = vec![
+                    (2.0, format!("新概念{j}")),
+                    (1.0, format!("描述{} 码头 老座钟 冬泳", j % TOPICS)),
+                ];
+                let mut res = Ok(());
+                let ms = time_ms(|| res = lex.upsert(id, "added", &fields));
+                res.map(|_| ms)
+            })
+            .collect::<soul_mem_core::Result<_>>()?;
         let edges = csr.edge_count();
         // The engine holds no copy of the matrix, so the patch rewrites it in place.
         drop(csr);
@@ -459,8 +482,10 @@ pub fn retrieval(sizes: &[usize], parallel: bool) -> soul_mem_core::Result<()> {
         let (pp50, pp99) = stats(push_t);
         let (np50, np99) = stats(naive_t);
         let (lp50, lp99) = stats(pipe_t);
+        let (xp50, xp99) = stats(lex_t);
+        let (up50, up99) = stats(upd_t);
         println!(
-            "| {n} | {edges} | {pp50:.3} / {pp99:.3} | {} | {np50:.2} / {np99:.2} | {sp50:.3} / {sp99:.3} | {lp50:.3} / {lp99:.3} | {:.1} / {:.1} | {built} |",
+            "| {n} | {edges} | {pp50:.3} / {pp99:.3} | {} | {np50:.2} / {np99:.2} | {sp50:.3} / {sp99:.3} | {xp50:.3} / {xp99:.3} | {lp50:.3} / {lp99:.3} | {:.1} / {:.1} | {built} | {up50:.3} / {up99:.3} |",
             pushes / reps as u64,
             mems as f64 / reps as f64,
             acts as f64 / reps as f64,

@@ -20,13 +20,23 @@
 //! - **abstract detection**: cases expecting an abstract situation (explicit
 //!   `expected_abstract`, else the abstract nodes among must ∪ bonus ids); detected = one is
 //!   returned; direct = returned as a similarity hit, PPR-only = returned only through PPR.
+//! - **R@10**: Recall@10 of the must ids, always (whatever the file's `test_k_values`).
+//! - **negative false positives**: a negative case expects nothing, so every memory it
+//!   returns (above the floor) is a false positive: negFP = mean memories returned per
+//!   negative case, neg0% = share of negative cases that returned nothing.
+//! - **action miss reasons** (`full` only, scored action cases with no expected action in the
+//!   channel): `no_situation` (no situation among the returned memories), `wrong_situation`
+//!   (situations returned, none of the expected ones: the situation ids of the must list and
+//!   `expected_abstract`), `outranked` (an expected situation returned, the action not).
+//! - **groups**: cases grouped by name prefix (`sem_`, `recall_`, `hop_`, `act_`, `multi_`,
+//!   `neg_`; other names in no group), reported per file and in total.
 
 pub(crate) mod data;
 mod eval;
 mod metrics;
 
 use data::{check_case, CaseCheck, QueryFile};
-use eval::{CaseResult, Mode, Returned, Summary};
+use eval::{CaseResult, Mode, Returned, Summary, GROUPS};
 use rayon::prelude::*;
 use serde_json::{json, Value};
 use soul_mem_core::engine::ModelEmbedder;
@@ -44,7 +54,7 @@ use std::time::Instant;
 use crate::report::{self, num, pct, Align, JsonDest, Printer, Table};
 
 /// Usage text of the subcommand.
-pub const USAGE: &str = "soul_tune retrieve <question.json|DIR>... [--mode embedding|association|full|all] [--batch] [--json OUT|-] [--embedder model|hash] [--model PATH] [--cache PATH|none] [--threshold F] [--sweep JSON] [--action-temperature T] [--score-dist] [--verbose]";
+pub const USAGE: &str = "soul_tune retrieve <question.json|DIR>... [--mode bm25|embedding|association|full|all] [--batch] [--json OUT|-] [--embedder model|hash] [--model PATH] [--cache PATH|none] [--threshold F] [--config JSON] [--sweep JSON] [--action-temperature T] [--score-dist] [--verbose]";
 
 /// Parsed command line.
 #[derive(Debug, Clone)]
@@ -72,8 +82,11 @@ pub struct Options {
     /// Experimental action channel at this softmax temperature (see
     /// `eval::tempered_actions`); None = the engine's own channel.
     pub action_temperature: Option<f64>,
-    /// A `blend_sweep` object overriding every file's own (e.g. `{"tag_sweep":[0.1,0.5]}`).
+    /// A `blend_sweep` object overriding every file's own (e.g. `{"tag_sweep":[0.1,0.5]}` or
+    /// a `grid` over pipeline settings).
     pub sweep: Option<data::BlendSweep>,
+    /// Pipeline settings by dotted path over the defaults for every run (`--config`).
+    pub config: Vec<(String, serde_json::Value)>,
 }
 
 /// The default embedding cache: `native/target/soul_tune_embeddings.sqlite3` when the
@@ -104,6 +117,7 @@ pub fn parse_args(args: &[String]) -> Result<Options, String> {
         verbose: false,
         sweep: None,
         action_temperature: None,
+        config: Vec::new(),
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -127,6 +141,10 @@ pub fn parse_args(args: &[String]) -> Result<Options, String> {
                     return Err("--action-temperature must be > 0".into());
                 }
                 o.action_temperature = Some(t);
+            }
+            "--config" => {
+                o.config = data::parse_overlay(&value("--config")?)
+                    .map_err(|e| format!("--config: {e}"))?;
             }
             "--sweep" => {
                 let v = value("--sweep")?;
@@ -159,13 +177,13 @@ pub fn parse_args(args: &[String]) -> Result<Options, String> {
             "--mode" => {
                 let v = value("--mode")?;
                 o.modes = if v == "all" {
-                    vec![Mode::Embedding, Mode::Association, Mode::Full]
+                    vec![Mode::Bm25, Mode::Embedding, Mode::Association, Mode::Full]
                 } else {
                     v.split(',')
                         .map(|m| {
                             Mode::parse(m.trim()).ok_or_else(|| {
                                 format!(
-                                    "--mode: unknown mode {m:?} (embedding|association|full|all)"
+                                    "--mode: unknown mode {m:?} (bm25|embedding|association|full|all)"
                                 )
                             })
                         })
@@ -362,13 +380,20 @@ fn embed_queries(
         .collect())
 }
 
-fn pipeline_config(qf: &QueryFile, o: &Options, pair: &data::WeightPair) -> PipelineConfig {
+/// The pipeline's defaults with the file's floor and result count (`max_results` is how many
+/// memories are judged; the number of similarity seeds stays the pipeline's own), the pair's
+/// blend weights, then `--config` and the pair's grid settings.
+fn pipeline_config(
+    qf: &QueryFile,
+    o: &Options,
+    pair: &data::WeightPair,
+) -> Result<PipelineConfig, String> {
     let mut cfg = PipelineConfig::default();
     cfg.similarity.similarity_threshold = o.threshold.unwrap_or(qf.config.similarity_threshold);
-    cfg.similarity.max_results = qf.config.max_results;
     cfg.similarity.blend = pair.weights.clone();
     cfg.max_memories = qf.config.max_results;
-    cfg
+    let cfg = data::apply_overlay(&cfg, &o.config)?;
+    data::apply_overlay(&cfg, &pair.overlay)
 }
 
 /// Runs one query file end to end.
@@ -401,8 +426,7 @@ fn run_file(path: &Path, o: &Options, emb: &Emb) -> Result<FileOutcome, data::Da
     let mut runs = Vec::new();
     for &mode in &o.modes {
         for pair in &qf.pairs {
-            let cfg = pipeline_config(&qf, o, pair);
-            cfg.validate().map_err(|er| run_err(path, er))?;
+            let cfg = pipeline_config(&qf, o, pair).map_err(|er| run_err(path, er))?;
             let mut summary = Summary::default();
             let mut cases = Vec::with_capacity(qf.cases.len());
             for ((c, v), (_, check)) in qf.cases.iter().zip(&qvecs).zip(&checks) {
@@ -446,7 +470,7 @@ fn run_file(path: &Path, o: &Options, emb: &Emb) -> Result<FileOutcome, data::Da
     }
     let mut dist = Dist::default();
     if o.score_dist {
-        let cfg = pipeline_config(&qf, o, &qf.pairs[0]);
+        let cfg = pipeline_config(&qf, o, &qf.pairs[0]).map_err(|er| run_err(path, er))?;
         for ((c, v), (_, check)) in qf.cases.iter().zip(&qvecs).zip(&checks) {
             if !check.memory_scored(c) {
                 continue;
@@ -511,8 +535,9 @@ fn table(ks: &[usize]) -> Table {
         .col("must%", r)
         .col("any%", r)
         .col("ret", r)
-        .col("MRR", r);
-    for k in ks {
+        .col("MRR", r)
+        .col("R@10", r);
+    for k in per_k_recall(ks) {
         t = t.col(format!("R@{k}"), r);
     }
     for k in ks {
@@ -523,9 +548,13 @@ fn table(ks: &[usize]) -> Table {
         .col("act%", r)
         .col("actR@3", r)
         .col("act+sk", r)
+        .col("miss n/w/o", r)
         .group()
         .col("abs", r)
         .col("absP", r)
+        .group()
+        .col("negFP", r)
+        .col("neg0%", r)
         .group()
         .col("perQ%", r)
         .group()
@@ -534,8 +563,42 @@ fn table(ks: &[usize]) -> Table {
         .label("file")
 }
 
+/// The K values with their own `R@K` column: 10 is always shown as `R@10`.
+fn per_k_recall(ks: &[usize]) -> impl Iterator<Item = &usize> {
+    ks.iter().filter(|k| **k != 10)
+}
+
+/// `abs`: detected/expected, `-` without abstract expectations.
+fn abs_cell(s: &Summary) -> String {
+    if s.abstract_expected > 0 {
+        format!("{}/{}", s.abstract_detected, s.abstract_expected)
+    } else {
+        "-".into()
+    }
+}
+
+/// `miss n/w/o`: action misses by reason (no situation / wrong situation / outranked);
+/// `-` outside `full` (no action channel) or without scored action cases.
+fn miss_cell(mode: Mode, s: &Summary) -> String {
+    if mode != Mode::Full || s.action_scored == 0 {
+        return "-".into();
+    }
+    format!(
+        "{}/{}/{}",
+        s.act_miss_no_situation, s.act_miss_wrong_situation, s.act_miss_outranked
+    )
+}
+
+/// The `negFP` and `neg0%` cells.
+fn neg_cells(s: &Summary) -> [String; 2] {
+    [
+        s.neg_fp_mean().map_or("-".into(), |v| format!("{v:.2}")),
+        pct(s.neg_zero_rate()),
+    ]
+}
+
 /// The cells of one row of [`table`].
-fn cells(label: &str, s: &Summary, ks: &[usize], secs: Option<f64>) -> Vec<String> {
+fn cells(label: &str, mode: Mode, s: &Summary, ks: &[usize], secs: Option<f64>) -> Vec<String> {
     let mut c = vec![
         s.cases.to_string(),
         s.scored.to_string(),
@@ -546,8 +609,9 @@ fn cells(label: &str, s: &Summary, ks: &[usize], secs: Option<f64>) -> Vec<Strin
         pct(Summary::ratio(s.any_hit as f64, s.scored)),
         Summary::ratio(s.returned_sum as f64, s.scored).map_or("-".into(), |v| format!("{v:.1}")),
         num(Summary::ratio(s.mrr_sum, s.scored)),
+        num(s.recall10()),
     ];
-    c.extend(ks.iter().map(|k| num(s.at(&s.recall_sum, *k))));
+    c.extend(per_k_recall(ks).map(|k| num(s.at(&s.recall_sum, *k))));
     c.extend(ks.iter().map(|k| num(s.at(&s.ndcg_sum, *k))));
     c.extend([
         format!("{}/{}", s.action_scored, s.action_data_error),
@@ -557,17 +621,108 @@ fn cells(label: &str, s: &Summary, ks: &[usize], secs: Option<f64>) -> Vec<Strin
             s.action_hit_with_self as f64,
             s.action_scored,
         )),
-        if s.abstract_expected > 0 {
-            format!("{}/{}", s.abstract_detected, s.abstract_expected)
-        } else {
-            "-".into()
-        },
+        miss_cell(mode, s),
+        abs_cell(s),
         s.abstract_ppr_only.to_string(),
+    ]);
+    c.extend(neg_cells(s));
+    c.extend([
         pct(Summary::ratio(s.per_query_hit as f64, s.per_query_scored)),
         secs.map_or(String::new(), report::secs),
         label.to_owned(),
     ]);
     c
+}
+
+/// The per-group table (one row per case-name group present, see [`GROUPS`]).
+fn group_table() -> Table {
+    let r = Align::Right;
+    Table::new()
+        .col("cases", r)
+        .col("scored", r)
+        .group()
+        .col("must%", r)
+        .col("any%", r)
+        .col("MRR", r)
+        .col("R@10", r)
+        .group()
+        .col("act%", r)
+        .col("actR@3", r)
+        .col("miss n/w/o", r)
+        .group()
+        .col("abs", r)
+        .group()
+        .col("negFP", r)
+        .col("neg0%", r)
+        .group()
+        .label("group")
+}
+
+/// The cells of one row of [`group_table`].
+fn group_cells(label: &str, mode: Mode, s: &Summary) -> Vec<String> {
+    let mut c = vec![
+        s.cases.to_string(),
+        s.scored.to_string(),
+        pct(Summary::ratio(s.must_hit as f64, s.scored)),
+        pct(Summary::ratio(s.any_hit as f64, s.scored)),
+        num(Summary::ratio(s.mrr_sum, s.scored)),
+        num(s.recall10()),
+        pct(Summary::ratio(s.action_hit as f64, s.action_scored)),
+        num(Summary::ratio(s.action_recall3_sum, s.action_scored)),
+        miss_cell(mode, s),
+        abs_cell(s),
+    ];
+    c.extend(neg_cells(s));
+    c.push(label.to_owned());
+    c
+}
+
+/// The rows of `s`'s groups, in [`GROUPS`] order: (group, its sums).
+fn groups_of(s: &Summary) -> impl Iterator<Item = (&'static str, &Summary)> {
+    GROUPS
+        .iter()
+        .filter_map(move |g| s.groups.get(g).map(|gs| (*g, gs)))
+}
+
+/// A summary as JSON; outside `full` there is no action channel, so the action miss reasons
+/// are left out.
+fn summary_json(mode: Mode, s: &Summary) -> Value {
+    let mut v = json!(s);
+    if mode != Mode::Full {
+        if let Value::Object(m) = &mut v {
+            m.retain(|k, _| !k.starts_with("act_miss_"));
+        }
+    }
+    v
+}
+
+/// Case results as JSON (without `action_miss` outside `full`, as [`summary_json`]).
+fn cases_json(mode: Mode, cases: &[CaseResult]) -> Value {
+    let mut v = json!(cases);
+    if mode != Mode::Full {
+        if let Value::Array(a) = &mut v {
+            for c in a {
+                if let Value::Object(m) = c {
+                    m.remove("action_miss");
+                }
+            }
+        }
+    }
+    v
+}
+
+/// `{group: {"summary", "rates"}}` of a summary's groups.
+fn groups_json(mode: Mode, s: &Summary) -> Value {
+    Value::Object(
+        groups_of(s)
+            .map(|(g, gs)| {
+                (
+                    g.to_owned(),
+                    json!({"summary": summary_json(mode, gs), "rates": gs.rates()}),
+                )
+            })
+            .collect(),
+    )
 }
 
 fn quantiles(v: &mut [f32]) -> Value {
@@ -727,11 +882,22 @@ fn report(
             }
         }
     }
+    // Group JSON is keyed by mode, or by `mode|pair` when a mode runs several weight pairs.
+    let multi_pair = keys.len() > o.modes.len();
+    let run_key = |mode: Mode, pair: &str| {
+        if multi_pair {
+            format!("{}|{}", mode.as_str(), pair)
+        } else {
+            mode.as_str().to_owned()
+        }
+    };
     let mut totals: BTreeMap<String, Value> = BTreeMap::new();
+    let mut group_totals: Vec<(Mode, &str, Summary)> = Vec::new();
     for (mode, pair) in &keys {
         out.line(format!("\n== mode {} — weights {} ==", mode.as_str(), pair));
         let mut t = table(&ks);
         let mut misses = Vec::new();
+        let mut group_tables = Vec::new();
         let mut total = Summary::default();
         for f in &ok {
             for r in f.runs.iter().filter(|r| r.mode == *mode && &r.pair == pair) {
@@ -743,16 +909,30 @@ fn report(
                 };
                 t.push(cells(
                     &tag,
+                    *mode,
                     &r.summary,
                     &ks,
                     Some(f.prep_secs + f.eval_secs),
                 ));
+                if !r.summary.groups.is_empty() {
+                    let mut gt = group_table();
+                    for (g, gs) in groups_of(&r.summary) {
+                        gt.push(group_cells(g, *mode, gs));
+                    }
+                    group_tables.push(format!("\ngroups of {tag}:\n{}", gt.render()));
+                }
                 if o.verbose {
                     for c in r.cases.iter().filter(|c| {
-                        (c.status == "scored" && !c.must_hit) || c.action_hit == Some(false)
+                        (c.status == "scored" && !c.must_hit)
+                            || c.action_hit == Some(false)
+                            || c.fp_any == Some(1)
                     }) {
+                        let miss = match (*mode, c.action_miss) {
+                            (Mode::Full, Some(m)) => format!(", miss: {m}"),
+                            _ => String::new(),
+                        };
                         misses.push(format!(
-                            "      miss {} {} [{}]: must missed {:?} | returned {:?} | actions {:?} (action truth: {})",
+                            "      miss {} {} [{}]: must missed {:?} | returned {:?} | actions {:?} (action truth: {}{miss})",
                             f.character,
                             c.name,
                             c.status,
@@ -765,15 +945,38 @@ fn report(
                 }
             }
         }
-        t.push(cells("TOTAL", &total, &ks, None));
+        t.push(cells("TOTAL", *mode, &total, &ks, None));
         out.line(t.render());
+        for g in group_tables {
+            out.line(g);
+        }
         for m in misses {
             out.line(m);
         }
         totals.insert(
             format!("{}|{}", mode.as_str(), pair),
-            json!({"mode": mode.as_str(), "pair": pair, "summary": total, "rates": total.rates()}),
+            json!({"mode": mode.as_str(), "pair": pair, "summary": summary_json(*mode, &total),
+                   "rates": total.rates(), "groups": groups_json(*mode, &total)}),
         );
+        group_totals.push((*mode, pair.as_str(), total));
+    }
+    // Per group across every file in TOTAL: one row per group and mode.
+    if group_totals.iter().any(|(_, _, s)| !s.groups.is_empty()) {
+        out.line("\n== groups TOTAL (every file in TOTAL), per mode ==");
+        let mut gt = group_table();
+        for g in GROUPS {
+            for (mode, pair, s) in &group_totals {
+                if let Some(gs) = s.groups.get(g) {
+                    let label = if multi_pair {
+                        format!("{g} {} {pair}", mode.as_str())
+                    } else {
+                        format!("{g} {}", mode.as_str())
+                    };
+                    gt.push(group_cells(&label, *mode, gs));
+                }
+            }
+        }
+        out.line(gt.render());
     }
     out.line(
         "\nmust% = scored cases whose expected_combined_ranking ids ALL appear in the returned memories \
@@ -783,7 +986,15 @@ in the graph; dErr = cases naming ids absent from the graph (not scored); neg = 
 ranked list = memories ++ actions ++ self-knowledge). \
 act s/e = action cases scored/data-error; act% / actR@3 = action channel hit rate / Recall@3; act+sk = hit \
 counting self-knowledge procedures too; abs = abstract detected/expected; absP = detected via PPR only; \
-perQ% = expected_per_query fully returned by the sub-query alone.",
+perQ% = expected_per_query fully returned by the sub-query alone. \
+R@10 = mean Recall@10 of the must ids over scored cases (always K = 10, whatever test_k_values). \
+miss n/w/o = full-mode scored action cases with no expected action in the action channel, by reason: \
+n = no situation among the returned memories, w = situations returned but none of the expected ones \
+(the situation ids of the must list and expected_abstract), o = an expected situation returned but the expected action \
+was not in the action channel. negFP = mean memories returned per negative case (each one a false positive; \
+negatives are never failures); neg0% = negative cases that returned nothing. \
+Group tables: cases grouped by name prefix (sem_, recall_, hop_, act_, multi_, neg_; other names in no group), \
+per file and in total.",
     );
     // Data errors.
     let mut data_errors = Vec::new();
@@ -853,9 +1064,12 @@ perQ% = expected_per_query fully returned by the sub-query alone.",
                     "superseded": superseded(f),
                     "prep_secs": f.prep_secs, "eval_secs": f.eval_secs,
                     "runs": f.runs.iter().map(|r| json!({
-                        "mode": r.mode.as_str(), "pair": r.pair, "summary": r.summary,
-                        "rates": r.summary.rates(), "cases": r.cases,
+                        "mode": r.mode.as_str(), "pair": r.pair, "summary": summary_json(r.mode, &r.summary),
+                        "rates": r.summary.rates(), "cases": cases_json(r.mode, &r.cases),
                     })).collect::<Vec<_>>(),
+                    "groups": f.runs.iter().filter(|r| !r.summary.groups.is_empty())
+                        .map(|r| (run_key(r.mode, &r.pair), groups_json(r.mode, &r.summary)))
+                        .collect::<serde_json::Map<_, _>>(),
                 })
             })
             .collect();
@@ -876,6 +1090,10 @@ perQ% = expected_per_query fully returned by the sub-query alone.",
                 "scored": "non-empty expected_combined_ranking whose ids all exist in the graph",
                 "data_error": "expected_combined_ranking names ids absent from the graph",
                 "action": "cases with non-empty expected_actions, all procedures of the graph; hit = any in the action channel; recall@3 over its top 3",
+                "recall_at_10": "Recall@10 of the must ids, mean over scored cases (K = 10 whatever test_k_values)",
+                "neg_fp": "negative case (empty expected_combined_ranking): fp = memories returned, each a false positive; fp_any = 1 when any; neg_fp_mean = Σ fp / negative, neg_zero_rate = negatives returning nothing / negative",
+                "action_miss": "full mode, scored action case with no expected action in the action channel: no_situation (no situation among the returned memories), wrong_situation (situations returned, none of the expected situation ids of the must list and expected_abstract), outranked (an expected situation returned, the expected action not)",
+                "groups": "cases grouped by name prefix sem_, recall_, hop_, act_, multi_, neg_ (other names in no group); files[].groups and totals[].groups, keyed by mode (mode|pair when a mode runs several weight pairs) then group",
             }),
             json!(totals),
             files,

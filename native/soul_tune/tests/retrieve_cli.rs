@@ -69,15 +69,22 @@ fn scores_counts_data_errors_and_writes_a_report() {
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
-    assert!(stdout.contains("mode embedding") && stdout.contains("mode full"));
+    assert!(
+        stdout.contains("mode bm25")
+            && stdout.contains("mode embedding")
+            && stdout.contains("mode full")
+    );
     assert!(stdout.contains("mem_go"), "data error ids listed: {stdout}");
     let r: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
     assert_eq!(r["suite"], "retrieve");
     assert_eq!(r["format"], 1);
     assert_eq!(
         r["settings"]["modes"],
-        json!(["embedding", "association", "full"])
+        json!(["bm25", "embedding", "association", "full"])
     );
+    let bm25 = &r["totals"]["bm25|tag=0.30/variant=0.70"]["summary"];
+    assert_eq!(bm25["scored"], 2);
+    assert_eq!(bm25["action_hit"], 0, "bm25 mode has no actions");
     let full = &r["totals"]["full|tag=0.30/variant=0.70"]["summary"];
     assert_eq!(full["cases"], 4);
     assert_eq!(full["scored"], 2);

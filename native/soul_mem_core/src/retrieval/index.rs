@@ -4,6 +4,7 @@
 
 use super::config::AssociationConfig;
 use super::embedding::{environment_text, NodeVectors, TextEmbedder};
+use super::lexical::LexicalIndex;
 use super::ppr::{dyn_weight, Csr, EdgeWeightParams, PprWorkspace};
 use super::query::Ident;
 use super::similarity::SimScratch;
@@ -83,6 +84,11 @@ pub struct RetrievalIndex {
     csr_builds: AtomicU64,
     workspace: Mutex<PprWorkspace>,
     sim_scratch: Mutex<SimScratch>,
+    // The lexical channel: carried from one snapshot to the next and synced (only changed
+    // notes are re-segmented), with its slots mapped to this snapshot's positions.
+    lexical: LexicalIndex,
+    lex_pos: Vec<u32>,
+    lexical_refused: Vec<(String, String)>,
 }
 
 #[derive(Debug)]
@@ -193,7 +199,33 @@ impl RetrievalIndex {
     /// Errors when the vectors do not list the graph's notes in position order.
     /// Complexity: O(nodes + links + identifier text).
     pub fn build(graph: &MemoryGraph, vectors: NodeVectors) -> Result<Self> {
+        Self::build_reusing(graph, vectors, None)
+    }
+
+    /// [`Self::build`], taking the lexical index of `previous` (an older snapshot of the same
+    /// character) and syncing it instead of re-segmenting every note: only notes whose text
+    /// changed, and new ones, cost a segmentation. Notes the lexical index refuses (text over
+    /// its limit) are left out of word search and listed by [`Self::lexical_refused`].
+    /// Complexity: O(nodes + links + identifier text) plus the lexical sync.
+    pub fn build_reusing(
+        graph: &MemoryGraph,
+        vectors: NodeVectors,
+        previous: Option<RetrievalIndex>,
+    ) -> Result<Self> {
+        Self::build_with_lexical(graph, vectors, previous.map(|p| p.lexical).unwrap_or_default())
+    }
+
+    fn build_with_lexical(
+        graph: &MemoryGraph,
+        vectors: NodeVectors,
+        mut lexical: LexicalIndex,
+    ) -> Result<Self> {
         check_alignment(graph, &vectors)?;
+        let lexical_refused: Vec<(String, String)> = lexical
+            .sync(graph)
+            .into_iter()
+            .map(|(id, e)| (graph.readable_of(&id), e.to_string()))
+            .collect();
         let n = graph.len();
         let mut nodes = Vec::with_capacity(n);
         let mut idents = Vec::with_capacity(n);
@@ -274,6 +306,15 @@ impl RetrievalIndex {
         for r in &mut tag_ranks {
             *r = kind_rank.get(*r as usize).copied().unwrap_or(u32::MAX);
         }
+        let lex_pos: Vec<u32> = (0..lexical.slots() as u32)
+            .map(|slot| {
+                lexical
+                    .slot_id(slot)
+                    .filter(|id| lexical.contains(id))
+                    .and_then(|id| by_id.get(&id).copied())
+                    .unwrap_or(u32::MAX)
+            })
+            .collect();
         Ok(RetrievalIndex {
             version: graph.version(),
             kinds: nodes.iter().map(|m| m.kind).collect(),
@@ -296,7 +337,44 @@ impl RetrievalIndex {
             csr_builds: AtomicU64::new(0),
             workspace: Mutex::new(PprWorkspace::new()),
             sim_scratch: Mutex::new(SimScratch::default()),
+            lexical,
+            lex_pos,
+            lexical_refused,
         })
+    }
+
+    /// BM25F score of every node sharing a word with `terms`, by position (0 elsewhere).
+    /// Complexity: O(n) for the buffer plus O(Σ postings of the terms).
+    pub fn lexical_scores(&self, terms: &[String]) -> Vec<f32> {
+        let mut out = vec![0f32; self.nodes.len()];
+        self.lexical.score_into(terms, |slot, s| {
+            if let Some(&p) = self.lex_pos.get(slot as usize) {
+                if let Some(x) = out.get_mut(p as usize) {
+                    *x += s;
+                }
+            }
+        });
+        out
+    }
+
+    /// The lexical index itself (sizes, incremental updates in benchmarks).
+    pub fn lexical(&self) -> &LexicalIndex {
+        &self.lexical
+    }
+
+    /// Notes left out of the lexical channel when this snapshot was built: `(readable id,
+    /// reason)`.
+    pub fn lexical_refused(&self) -> &[(String, String)] {
+        &self.lexical_refused
+    }
+
+    /// Number of links out of node `i` (its degree for node specificity; links in these graphs
+    /// come in pairs). Complexity: O(1).
+    pub fn out_degree(&self, i: usize) -> usize {
+        match (self.edge_offsets.get(i), self.edge_offsets.get(i + 1)) {
+            (Some(&a), Some(&b)) => (b - a) as usize,
+            _ => 0,
+        }
     }
 
     /// Embeds `graph` with `embedder` and builds the index.
@@ -320,7 +398,8 @@ impl RetrievalIndex {
                 self.vectors.clone()
             }
         };
-        *self = Self::build(graph, vectors)?;
+        let lexical = std::mem::take(&mut self.lexical);
+        *self = Self::build_with_lexical(graph, vectors, lexical)?;
         Ok(true)
     }
 

@@ -14,7 +14,9 @@
 
 pub mod config;
 pub mod embedding;
+pub mod fusion;
 pub mod index;
+pub mod lexical;
 pub mod pipeline;
 pub mod ppr;
 pub mod query;
@@ -22,17 +24,20 @@ pub mod similarity;
 
 pub use config::{
     AssociateWithActionConfig, AssociationConfig, BayesActionConfig, BlendWeights,
-    DefaultPipelineConfig, PipelineConfig, ShortOnlyConfig, SimilarityConfig, TypePreference,
+    DefaultPipelineConfig, FusionConfig, FusionMethod, PipelineConfig, ShortOnlyConfig,
+    SimilarityConfig, TypePreference,
 };
 pub use embedding::{node_texts, EmbedKind, FieldKind, HashEmbedder, NodeVectors, TextEmbedder};
 pub use index::{EdgeDecay, NodeMeta, RetrievalIndex};
 pub use pipeline::{
-    associate_with_action, associate_with_action_decayed, association, association_by_id,
-    association_decayed, bayes_actions, short_only, softmax, DefaultPipeline, PipelineResult,
-    RecalledAction, RecalledMemory, ShortContext, Stage,
+    actions_from_sources, associate_with_action, associate_with_action_decayed, association,
+    association_by_id, association_decayed, bayes_actions, query_terms, seeds_of, short_only,
+    softmax, DefaultPipeline, PipelineResult, RecalledAction, RecalledMemory, ShortContext, Stage,
 };
 pub use ppr::{
     edge_weight, forward_push, naive_ppr, Csr, EdgeWeightParams, PprParams, PprWorkspace,
 };
 pub use query::{embed_query, EmbeddedQuery, QueryTexts, QueryVariant, QueryVectors, SubQuery};
-pub use similarity::similarity;
+pub use fusion::{calibrate, Channel};
+pub use lexical::LexicalIndex;
+pub use similarity::{similarity, similarity_channels, DenseChannels};

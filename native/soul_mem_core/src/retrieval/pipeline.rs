@@ -2,13 +2,16 @@
 //! traced results and the multi-query merge.
 
 use super::config::{
-    AssociateWithActionConfig, AssociationConfig, PipelineConfig, ShortOnlyConfig,
+    AssociateWithActionConfig, AssociationConfig, FusionMethod, PipelineConfig, ShortOnlyConfig,
 };
 use super::embedding::TextEmbedder;
+use super::fusion::{
+    bit, calibrate_in_place, channels_of, fuse_similarity, Channel, FusedSimilarity,
+};
 use super::index::{EdgeDecay, RetrievalIndex};
-use super::ppr::{forward_push, PprParams};
-use super::query::{embed_query, EmbeddedQuery, QueryVectors, SubQuery};
-use super::similarity::similarity;
+use super::ppr::{forward_push, Csr, PprParams};
+use super::query::{embed_query, EmbeddedQuery, QueryTexts, QueryVectors, SubQuery};
+use super::similarity::{similarity_channels, top_k};
 use crate::error::{Error, Result};
 use crate::model::{MemoryId, NodeKind};
 use serde::{Deserialize, Serialize, Serializer};
@@ -61,6 +64,12 @@ pub struct RecalledMemory {
     /// The similarity seed(s) it came from (itself for a direct hit; every seed of the walk
     /// for a PPR result, since multi-source PPR mixes them).
     pub seeds: Vec<MemoryId>,
+    /// The channels that found it: dense, tag and lexical when they scored it above their
+    /// median for the query, association when the walk reached it from another seed.
+    pub channels: Vec<Channel>,
+    /// For a memory reached by the walk: the strongest link path from a seed to it (seed
+    /// first, the memory last); empty for a seed nobody else led to.
+    pub path: Vec<MemoryId>,
 }
 
 /// One inferred action (or self-knowledge procedure) with its trace.
@@ -244,7 +253,7 @@ pub struct AssociateWithActionResult {
     pub memory: Vec<(u32, f64)>,
     /// Actions.
     pub action: Vec<ActionScore>,
-    /// The softmaxed situation sources that fed Bayes.
+    /// The situation sources that fed Bayes (before the softmax).
     pub action_sources: Vec<(u32, f64)>,
 }
 
@@ -281,17 +290,8 @@ pub fn associate_with_action_decayed(
             None => merged.push((i, s)),
         }
     }
-    let scaled: Vec<f64> = merged
-        .iter()
-        .map(|&(i, s)| match idx.node(i as usize).map(|m| m.kind) {
-            Some(NodeKind::AbstractSituation) => s * cfg.abstract_source_priority,
-            _ => s,
-        })
-        .collect();
-    let weights = softmax(&scaled);
-    let action_sources: Vec<(u32, f64)> = merged.iter().map(|m| m.0).zip(weights).collect();
-    let mut action = bayes_actions(idx, &action_sources, cfg.bayes.top_k);
-    action.truncate(cfg.action_top_k);
+    let action = actions_from_sources(idx, &merged, cfg);
+    let action_sources = merged;
     Ok(AssociateWithActionResult {
         memory,
         action,
@@ -299,10 +299,133 @@ pub fn associate_with_action_decayed(
     })
 }
 
+/// One memory of one sub-query: position, score, stage, seeds, channel bits, path.
+struct Found {
+    pos: u32,
+    score: f64,
+    stage: Stage,
+    seeds: Vec<u32>,
+    channels: u8,
+    path: Vec<u32>,
+}
+
 struct QueryOutcome {
-    memories: Vec<(u32, f64, Stage, Vec<u32>)>,
+    memories: Vec<Found>,
     actions: Vec<ActionScore>,
     self_knowledge: Vec<ActionScore>,
+}
+
+/// Node specificity `(1 + degree)^−γ` (1 when γ = 0).
+fn specificity(idx: &RetrievalIndex, i: u32, gamma: f64) -> f64 {
+    if gamma == 0.0 {
+        return 1.0;
+    }
+    (1.0 + idx.out_degree(i as usize) as f64).powf(-gamma)
+}
+
+/// The lexical query of a sub-query: the words of its texts (tags left to the tag channel).
+pub fn query_terms(q: &SubQuery) -> Vec<String> {
+    QueryTexts::of(q)
+        .items
+        .iter()
+        .filter(|(slot, _)| !matches!(slot, super::query::QuerySlot::Tag(_)))
+        .flat_map(|(_, t)| crate::text::search_terms(t))
+        .collect()
+}
+
+/// Similarity seeds of one sub-query: the calibrated fusion of its channels, the nodes that
+/// pass the floor (on the model's cosine scale; a node with no embedding channel passes on
+/// a shared word), best `max_results` first, and the whole fused table for the merge.
+pub fn seeds_of(
+    idx: &RetrievalIndex,
+    q: &EmbeddedQuery,
+    terms: &[String],
+    cfg: &PipelineConfig,
+) -> (Vec<(u32, f64)>, FusedSimilarity) {
+    let dense = similarity_channels(idx, q, &cfg.similarity);
+    let lexical = if cfg.similarity.fusion.lexical > 0.0 && !terms.is_empty() {
+        idx.lexical_scores(terms)
+    } else {
+        Vec::new()
+    };
+    let fused = fuse_similarity(dense, lexical, &cfg.similarity.fusion);
+    let floor = cfg.similarity.similarity_threshold;
+    let mut seeds: Vec<(u32, f64)> = (0..fused.score.len())
+        .filter(|&i| passes_floor(&fused, i, floor))
+        .map(|i| (i as u32, f64::from(fused.score[i])))
+        .collect();
+    seeds.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    seeds.truncate(cfg.similarity.max_results);
+    (seeds, fused)
+}
+
+fn passes_floor(f: &FusedSimilarity, i: usize, floor: f32) -> bool {
+    let (Some(&s), Some(&raw)) = (f.score.get(i), f.raw.get(i)) else {
+        return false;
+    };
+    s.is_finite()
+        && if raw.is_finite() {
+            raw >= floor
+        } else {
+            f.present.get(i).is_some_and(|p| p & bit(Channel::Lexical) != 0)
+        }
+}
+
+/// Strongest link path from any seed to every node within `max_hops` (breadth first; among
+/// equal hop counts the parent with the larger `weight × transition probability` wins).
+/// Returns each reached node's parent (seeds have none). Complexity: O(links within
+/// `max_hops` of the seeds), memory O(nodes touched).
+fn walk_parents(csr: &Csr, seeds: &[(u32, f64)], max_hops: usize) -> HashMap<u32, u32> {
+    // node → (hop, best weight, parent)
+    let mut seen: HashMap<u32, (usize, f64, u32)> = HashMap::new();
+    let mut frontier: Vec<u32> = Vec::new();
+    for &(s, w) in seeds {
+        if (s as usize) < csr.len() {
+            let e = seen.entry(s).or_insert((0, 0.0, u32::MAX));
+            e.1 = e.1.max(w);
+            frontier.push(s);
+        }
+    }
+    for depth in 1..=max_hops {
+        let mut next = Vec::new();
+        for &u in &frontier {
+            let wu = seen.get(&u).map_or(0.0, |e| e.1);
+            let (targets, probs) = csr.row(u as usize);
+            for (&v, &p) in targets.iter().zip(probs) {
+                let cand = wu * p;
+                match seen.get_mut(&v) {
+                    None => {
+                        seen.insert(v, (depth, cand, u));
+                        next.push(v);
+                    }
+                    Some(e) if e.0 == depth && cand > e.1 => *e = (depth, cand, u),
+                    Some(_) => {}
+                }
+            }
+        }
+        frontier = next;
+    }
+    seen.into_iter()
+        .filter(|(_, e)| e.2 != u32::MAX)
+        .map(|(v, e)| (v, e.2))
+        .collect()
+}
+
+fn path_to(parent: &HashMap<u32, u32>, node: u32) -> Vec<u32> {
+    let mut path = vec![node];
+    let mut at = node;
+    while let Some(&p) = parent.get(&at) {
+        if path.len() > 8 {
+            break;
+        }
+        path.push(p);
+        at = p;
+    }
+    path.reverse();
+    if path.len() == 1 {
+        path.clear();
+    }
+    path
 }
 
 /// The seed's three-stage default pipeline, per sub-query, merged across sub-queries.
@@ -356,7 +479,8 @@ impl DefaultPipeline {
         let mut outcomes = Vec::with_capacity(queries.len());
         for (q, v) in queries.iter().zip(vectors) {
             let eq = EmbeddedQuery::assemble(q, v, dim)?;
-            outcomes.push((q.priority, Self::run_one(idx, &eq, cfg, decay)?));
+            let terms = query_terms(q);
+            outcomes.push((q.priority, Self::run_one(idx, &eq, &terms, cfg, decay)?));
         }
         let max_p = outcomes.iter().map(|o| o.0).max().unwrap_or(0);
         let offset = |p: u32| {
@@ -367,23 +491,39 @@ impl DefaultPipeline {
             }
         };
 
-        let mut mem: HashMap<u32, (f64, Stage, Vec<u32>)> = HashMap::new();
+        let mut mem: HashMap<u32, Found> = HashMap::new();
         let mut act: HashMap<u32, (f64, Vec<u32>)> = HashMap::new();
         let mut selfk: HashMap<u32, (f64, Vec<u32>)> = HashMap::new();
         for (p, o) in &outcomes {
             let off = offset(*p);
-            for (i, s, st, seeds) in &o.memories {
-                let s = s + off;
-                let e = mem
-                    .entry(*i)
-                    .or_insert((f64::NEG_INFINITY, *st, Vec::new()));
-                e.1 = if e.0 == f64::NEG_INFINITY {
-                    *st
-                } else {
-                    e.1.merge(*st)
-                };
-                e.0 = e.0.max(s);
-                union(&mut e.2, seeds);
+            for f in &o.memories {
+                let s = f.score + off;
+                match mem.get_mut(&f.pos) {
+                    None => {
+                        mem.insert(
+                            f.pos,
+                            Found {
+                                pos: f.pos,
+                                score: s,
+                                stage: f.stage,
+                                seeds: f.seeds.clone(),
+                                channels: f.channels,
+                                path: f.path.clone(),
+                            },
+                        );
+                    }
+                    Some(e) => {
+                        e.stage = e.stage.merge(f.stage);
+                        if s > e.score {
+                            e.score = s;
+                            if !f.path.is_empty() {
+                                e.path = f.path.clone();
+                            }
+                        }
+                        e.channels |= f.channels;
+                        union(&mut e.seeds, &f.seeds);
+                    }
+                }
             }
             for (target, list) in [(&mut act, &o.actions), (&mut selfk, &o.self_knowledge)] {
                 for (a, s, seeds) in list {
@@ -393,11 +533,8 @@ impl DefaultPipeline {
                 }
             }
         }
-        let mut memories: Vec<(u32, f64, Stage, Vec<u32>)> = mem
-            .into_iter()
-            .map(|(i, (s, st, seeds))| (i, s, st, seeds))
-            .collect();
-        memories.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let mut memories: Vec<Found> = mem.into_values().collect();
+        memories.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.pos.cmp(&b.pos)));
         memories.truncate(cfg.max_memories);
         let to_actions = |m: HashMap<u32, (f64, Vec<u32>)>, k: usize| -> Vec<RecalledAction> {
             top(
@@ -421,15 +558,17 @@ impl DefaultPipeline {
         Ok(PipelineResult {
             memories: memories
                 .into_iter()
-                .filter_map(|(i, s, stage, seeds)| {
-                    let meta = idx.node(i as usize)?;
+                .filter_map(|f| {
+                    let meta = idx.node(f.pos as usize)?;
                     Some(RecalledMemory {
                         id: meta.id,
                         readable_id: meta.readable_id.clone(),
                         kind: meta.kind,
-                        score: s,
-                        stage,
-                        seeds: ids(idx, &seeds),
+                        score: f.score,
+                        stage: f.stage,
+                        seeds: ids(idx, &f.seeds),
+                        channels: channels_of(f.channels),
+                        path: ids(idx, &f.path),
                     })
                 })
                 .collect(),
@@ -471,41 +610,129 @@ impl DefaultPipeline {
     fn run_one(
         idx: &RetrievalIndex,
         q: &EmbeddedQuery,
+        terms: &[String],
         cfg: &PipelineConfig,
         decay: Option<&EdgeDecay>,
     ) -> Result<QueryOutcome> {
-        let sim = similarity(idx, q, &cfg.similarity);
-        let seeds: Vec<(u32, f64)> = sim.iter().map(|&(i, s)| (i, f64::from(s))).collect();
-        let awa = associate_with_action_decayed(idx, &seeds, &cfg.assoc_with_action, decay)?;
-        let seed_positions: Vec<u32> = seeds.iter().map(|s| s.0).collect();
-        let mut memories: Vec<(u32, f64, Stage, Vec<u32>)> = seeds
+        let (seeds, fused) = seeds_of(idx, q, terms, cfg);
+        let a = &cfg.assoc_with_action.association;
+        let gamma = a.hub_exponent;
+        let sources: Vec<(u32, f64)> = seeds
             .iter()
-            .map(|&(i, s)| (i, s, Stage::Similarity, vec![i]))
+            .map(|&(i, s)| (i, s.powf(a.seed_exponent) * specificity(idx, i, gamma)))
             .collect();
-        for &(i, s) in &awa.memory {
-            match memories.iter_mut().find(|m| m.0 == i) {
-                Some(m) => {
-                    m.1 = m.1.max(s);
-                    m.2 = Stage::Both;
-                    union(&mut m.3, &seed_positions);
-                }
-                None => memories.push((i, s, Stage::Ppr, seed_positions.clone())),
+        let (reached, csr) = walk(idx, &sources, a, decay)?;
+        let n = idx.len();
+        // The association channel: walk mass × target specificity, calibrated like the
+        // similarity channels (in log space: the mass spans orders of magnitude).
+        let mut mass = vec![f32::NAN; n];
+        let fcfg = &cfg.similarity.fusion;
+        for &(i, p) in &reached {
+            if let Some(m) = mass.get_mut(i as usize) {
+                let x = p * specificity(idx, i, gamma);
+                // Uncalibrated (ablation): the mass itself, divided by the best.
+                *m = if fcfg.method == FusionMethod::Raw { x } else { x.ln() } as f32;
             }
         }
-        memories.retain(|m| m.1.is_finite());
-        memories.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        memories.truncate(cfg.max_memories);
+        calibrate_in_place(&mut mass, fcfg.method, fcfg.rrf_k, 0);
+        let assoc = mass;
+        let parent = csr
+            .as_ref()
+            .map(|c| walk_parents(c, &sources, 2))
+            .unwrap_or_default();
+        let beta = a.blend;
+        let floor = cfg.similarity.similarity_threshold;
+        let seed_positions: Vec<u32> = seeds.iter().map(|s| s.0).collect();
+        // Action sources: every situation the similarity or the walk found, scored with
+        // association at equal weight whatever the memories' blend (a habit is triggered by
+        // the situations a query evokes, found directly or through what it names).
+        let mut sit_sources: Vec<(u32, f64)> = Vec::new();
+        let mut scored: Vec<(u32, f64)> = Vec::new();
+        for i in 0..n {
+            let Some(kind) = idx.kind(i) else { continue };
+            if kind == NodeKind::Procedure {
+                continue;
+            }
+            let above = passes_floor(&fused, i, floor);
+            let av = assoc.get(i).copied().unwrap_or(f32::NAN);
+            if !above && !av.is_finite() {
+                continue;
+            }
+            let sim_part = if above {
+                f64::from(fused.score.get(i).copied().unwrap_or(0.0))
+            } else {
+                0.0
+            };
+            let assoc_part = if av.is_finite() { f64::from(av) } else { 0.0 };
+            if kind.is_situation() {
+                sit_sources.push((i as u32, 0.5 * (sim_part + assoc_part)));
+            }
+            // A plain blend, not a max: a similarity hit the walk from the best seeds barely
+            // reaches sinks, so memories that hang together with the best matches (the
+            // episode of the person asked about) can rise above isolated look-alikes.
+            let score = (1.0 - beta) * sim_part + beta * assoc_part;
+            if score.is_finite() {
+                scored.push((i as u32, score));
+            }
+        }
+        let by_score =
+            |a: &(u32, f64), b: &(u32, f64)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        // Traces are built for the winners only (a path walk per node would cost O(n) each).
+        let memories: Vec<Found> = top_k(scored.into_iter(), cfg.max_memories, by_score)
+            .into_iter()
+            .map(|(pos, score)| {
+                let i = pos as usize;
+                let above = passes_floor(&fused, i, floor);
+                let path = path_to(&parent, pos);
+                let similar = if above {
+                    fused.strong.get(i).copied().unwrap_or(0)
+                } else {
+                    0
+                };
+                let mut channels = similar;
+                if !path.is_empty() && beta > 0.0 {
+                    channels |= bit(Channel::Association);
+                }
+                let direct = seed_positions.contains(&pos) || similar != 0;
+                let stage = match (direct, path.is_empty()) {
+                    (true, true) => Stage::Similarity,
+                    (true, false) => Stage::Both,
+                    (false, _) => Stage::Ppr,
+                };
+                // A similarity hit is its own seed; a walk result names the seed its path
+                // starts from (all seeds when it lies beyond the traced hops).
+                let seeds = match path.first() {
+                    Some(&s) => vec![s],
+                    None if above => vec![pos],
+                    None => seed_positions.clone(),
+                };
+                Found {
+                    pos,
+                    score,
+                    stage,
+                    seeds,
+                    channels,
+                    path,
+                }
+            })
+            .collect();
+
+        let awa = &cfg.assoc_with_action;
+        let sit_sources = top_k(sit_sources.into_iter(), cfg.max_memories, by_score);
+        let actions = actions_from_sources(idx, &sit_sources, awa);
+
         // Self-knowledge: procedures linked from semantic memories (never actions).
         let mut sk: HashMap<u32, (f64, Vec<u32>)> = HashMap::new();
-        for &(i, s, _, _) in &memories {
-            if !matches!(idx.node(i as usize), Some(m) if m.kind == NodeKind::Semantic) || s <= 0.0
+        for m in &memories {
+            if !matches!(idx.node(m.pos as usize), Some(x) if x.kind == NodeKind::Semantic)
+                || m.score <= 0.0
             {
                 continue;
             }
-            for &(a, prob) in idx.action_edges(i as usize) {
-                let e = sk.entry(a).or_default();
-                e.0 += prob * s;
-                union(&mut e.1, &[i]);
+            for &(p, prob) in idx.action_edges(m.pos as usize) {
+                let e = sk.entry(p).or_default();
+                e.0 += prob * m.score;
+                union(&mut e.1, &[m.pos]);
             }
         }
         let self_knowledge = top(
@@ -514,10 +741,69 @@ impl DefaultPipeline {
         );
         Ok(QueryOutcome {
             memories,
-            actions: awa.action,
+            actions,
             self_knowledge,
         })
     }
+}
+
+/// What a walk reached `(position, mass)` and the transition matrix it walked (for paths).
+type Walk = (Vec<(u32, f64)>, Option<std::sync::Arc<Csr>>);
+
+/// Every node the walk from `sources` reaches (procedures dropped), with the transition
+/// matrix it used (for the trace's paths). Empty without a usable source.
+fn walk(
+    idx: &RetrievalIndex,
+    sources: &[(u32, f64)],
+    cfg: &AssociationConfig,
+    decay: Option<&EdgeDecay>,
+) -> Result<Walk> {
+    cfg.validate()?;
+    let usable: Vec<(u32, f64)> = sources
+        .iter()
+        .copied()
+        .filter(|&(i, w)| {
+            matches!(idx.kind(i as usize), Some(k) if k != NodeKind::Procedure)
+                && w.is_finite()
+                && w > 0.0
+        })
+        .collect();
+    if usable.is_empty() {
+        return Ok((Vec::new(), None));
+    }
+    let csr = idx.transition_decayed(cfg, decay)?;
+    let params = PprParams {
+        damping: cfg.damping_factor,
+        epsilon: cfg.residue_threshold,
+    };
+    let mut out = idx.with_workspace(|ws| forward_push(&csr, &usable, &params, ws))?;
+    out.retain(|&(i, _)| idx.kind(i as usize) != Some(NodeKind::Procedure));
+    Ok((out, Some(csr)))
+}
+
+/// The action channel from situation sources `(position, score in [0, 1])`: abstract
+/// sources × `abstract_source_priority`, softmax at `source_temperature`, then Bayes over
+/// their trigger→action links (keeping `bayes.top_k`, returning `action_top_k`).
+pub fn actions_from_sources(
+    idx: &RetrievalIndex,
+    sources: &[(u32, f64)],
+    cfg: &AssociateWithActionConfig,
+) -> Vec<ActionScore> {
+    let scaled: Vec<f64> = sources
+        .iter()
+        .map(|&(i, s)| {
+            let s = match idx.kind(i as usize) {
+                Some(NodeKind::AbstractSituation) => s * cfg.abstract_source_priority,
+                _ => s,
+            };
+            s / cfg.source_temperature
+        })
+        .collect();
+    let weights = softmax(&scaled);
+    let weighted: Vec<(u32, f64)> = sources.iter().map(|s| s.0).zip(weights).collect();
+    let mut action = bayes_actions(idx, &weighted, cfg.bayes.top_k);
+    action.truncate(cfg.action_top_k);
+    action
 }
 
 fn union(into: &mut Vec<u32>, from: &[u32]) {

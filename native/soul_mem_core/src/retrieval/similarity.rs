@@ -8,6 +8,10 @@ use super::query::{EmbeddedQuery, EmbeddedVariant, TimeRange};
 use crate::model::NodeKind;
 use rayon::prelude::*;
 
+/// How many of the best embedding scores the string channel must be able to reach to be
+/// computed for a node (see [`similarity_channels`]).
+const STRING_POOL: usize = 64;
+
 /// Nodes per parallel scan task (big enough to amortise the task, small enough to balance).
 const SCAN_CHUNK: usize = 4096;
 
@@ -329,13 +333,36 @@ impl Prepared<'_> {
     /// [`Self::emb`] for a node of known `kind` and kind-order `rank`.
     #[inline]
     fn emb_of(&self, idx: &RetrievalIndex, kind: NodeKind, i: usize, rank: usize) -> Option<f32> {
+        let (tag, variant) = self.parts_of(idx, kind, i, rank)?;
+        match (tag, variant) {
+            (Some(t), Some(va)) => {
+                let den = self.w.tag + self.w.variant;
+                Some(div(self.w.tag * t + self.w.variant * va, den))
+            }
+            (Some(t), None) => Some(t),
+            (None, va) => va,
+        }
+    }
+
+    /// The tag and variant (dense) channels of node `i` apart; `None` for procedures. The tag
+    /// channel is present only when both the query and the node have tags: a note without
+    /// tags has nothing to compare, so it is left out of the blend rather than scored 0
+    /// (which would sink every untagged note under any tagged one).
+    #[inline]
+    fn parts_of(
+        &self,
+        idx: &RetrievalIndex,
+        kind: NodeKind,
+        i: usize,
+        rank: usize,
+    ) -> Option<(Option<f32>, Option<f32>)> {
         if kind == NodeKind::Procedure {
             // Actions are reached through Bayes, never as memories.
             return None;
         }
         let m = self.plan.probes.len();
         let vals = self.maxes.get(i * m..(i + 1) * m).unwrap_or(&[]);
-        let tag = if self.q.tags.is_empty() {
+        let tag = if self.q.tags.is_empty() || idx.vectors().node_tags(i).is_empty() {
             None
         } else {
             self.tags.get(rank).copied()
@@ -360,14 +387,7 @@ impl Prepared<'_> {
         } else {
             None
         };
-        match (tag, variant) {
-            (Some(t), Some(va)) => {
-                let den = self.w.tag + self.w.variant;
-                Some(div(self.w.tag * t + self.w.variant * va, den))
-            }
-            (Some(t), None) => Some(t),
-            (None, va) => va,
-        }
+        Some((tag, variant))
     }
 
     /// String channel of node `i`: best identifier match between query and node.
@@ -473,12 +493,14 @@ fn tag_channel(idx: &RetrievalIndex, q: &EmbeddedQuery, s: &mut SimScratch) {
     }
 }
 
-fn similarity_in(
+/// The tag channel and the field scan of `q` (the shared first half of [`similarity`] and
+/// [`similarity_channels`]); the buffers come from `s` and go back with [`Prepared::release`].
+fn prepare<'a>(
     idx: &RetrievalIndex,
-    q: &EmbeddedQuery,
-    cfg: &SimilarityConfig,
+    q: &'a EmbeddedQuery,
+    cfg: &'a SimilarityConfig,
     s: &mut SimScratch,
-) -> Vec<(u32, f32)> {
+) -> Prepared<'a> {
     let n = idx.len();
     let parallel = n >= cfg.parallel_min_nodes;
     if q.tags.is_empty() {
@@ -503,13 +525,120 @@ fn similarity_in(
             plan.scan(idx, (0, n), &mut maxes);
         }
     }
-    let prep = Prepared {
+    Prepared {
         q,
         w: &cfg.blend,
         plan,
         tags: std::mem::take(&mut s.tags),
         maxes,
+    }
+}
+
+impl Prepared<'_> {
+    /// Hands the buffers back to `s` for the next query.
+    fn release(self, s: &mut SimScratch) {
+        s.maxes = self.maxes;
+        s.tags = self.tags;
+    }
+}
+
+/// The embedding-side channels of one query for every node, by position (NaN: the channel
+/// has nothing to compare for that node; procedures are NaN everywhere).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DenseChannels {
+    /// Variant (per-field e5) channel, raised by the identifier string channel.
+    pub dense: Vec<f32>,
+    /// Tag channel: present when the query and the node both have tags.
+    pub tag: Vec<f32>,
+    /// The seed's fused cosine (tag and variant blended over the channels present, then the
+    /// string blend): the scale of the model's similarity floor.
+    pub raw: Vec<f32>,
+}
+
+/// Every node's [`DenseChannels`] for `q`. Unlike [`similarity`] nothing is cut: the
+/// calibrated fusion needs each channel's whole distribution.
+///
+/// Complexity: the field scan of [`similarity`] plus O(n) and the string channel over the
+/// nodes with identifiers.
+pub fn similarity_channels(
+    idx: &RetrievalIndex,
+    q: &EmbeddedQuery,
+    cfg: &SimilarityConfig,
+) -> DenseChannels {
+    let n = idx.len();
+    let mut out = DenseChannels {
+        dense: vec![f32::NAN; n],
+        tag: vec![f32::NAN; n],
+        raw: vec![f32::NAN; n],
     };
+    if n == 0 {
+        return out;
+    }
+    idx.with_sim_scratch(|s| {
+        let prep = prepare(idx, q, cfg, s);
+        let w = &cfg.blend;
+        for (rank, &i) in idx.kind_order().iter().enumerate() {
+            let i = i as usize;
+            let Some(kind) = idx.kind(i) else { continue };
+            let Some((tag, variant)) = prep.parts_of(idx, kind, i, rank) else {
+                continue;
+            };
+            if let (Some(t), Some(slot)) = (tag, out.tag.get_mut(i)) {
+                *slot = t;
+            }
+            if let (Some(v), Some(slot)) = (variant, out.dense.get_mut(i)) {
+                *slot = v;
+            }
+            let raw = match (tag, variant) {
+                (Some(t), Some(va)) => Some(div(w.tag * t + w.variant * va, w.tag + w.variant)),
+                (t, va) => va.or(t),
+            };
+            if let (Some(r), Some(slot)) = (raw, out.raw.get_mut(i)) {
+                *slot = r;
+            }
+        }
+        let alpha = w.string_blend_alpha;
+        // The string channel can only raise a node to α·e + (1 − α); nodes that cannot reach
+        // the best STRING_POOL embedding scores even then are skipped (their rise would not
+        // change the seeds, and barely the channel's statistics).
+        let mut finite: Vec<f32> = out.dense.iter().copied().filter(|x| x.is_finite()).collect();
+        let bar = if finite.len() > STRING_POOL {
+            let at = finite.len() - STRING_POOL;
+            *finite.select_nth_unstable_by(at, f32::total_cmp).1
+        } else {
+            f32::NEG_INFINITY
+        };
+        for &i in idx.ident_nodes() {
+            let e = out.dense.get(i as usize).copied().unwrap_or(f32::NAN);
+            if !(e.is_finite() && alpha * e + (1.0 - alpha) >= bar) {
+                continue;
+            }
+            let st = prep.string(idx, i as usize);
+            if st <= 0.0 {
+                continue;
+            }
+            for v in [&mut out.dense, &mut out.raw] {
+                if let Some(e) = v.get_mut(i as usize) {
+                    if e.is_finite() {
+                        *e = e.max(alpha * *e + (1.0 - alpha) * st);
+                    }
+                }
+            }
+        }
+        prep.release(s);
+    });
+    out
+}
+
+fn similarity_in(
+    idx: &RetrievalIndex,
+    q: &EmbeddedQuery,
+    cfg: &SimilarityConfig,
+    s: &mut SimScratch,
+) -> Vec<(u32, f32)> {
+    let n = idx.len();
+    let parallel = n >= cfg.parallel_min_nodes;
+    let prep = prepare(idx, q, cfg, s);
     let k = cfg.max_results;
     let floor = cfg.similarity_threshold;
     let cmp = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
@@ -610,8 +739,7 @@ fn similarity_in(
         cmp,
     );
     // Hand the buffers back for the next query.
-    s.maxes = prep.maxes;
-    s.tags = prep.tags;
+    prep.release(s);
     out
 }
 
@@ -642,7 +770,7 @@ const SMALL_K: usize = 64;
 /// The first `k` items of `items` in the order `cmp`, sorted. With a total order the result
 /// is unique, so both strategies agree. Complexity: O(n + k·(insertions)) for small k, else
 /// O(n + k log k) after an O(n) collect.
-fn top_k<T: Copy>(
+pub(crate) fn top_k<T: Copy>(
     items: impl Iterator<Item = T>,
     k: usize,
     cmp: impl Fn(&T, &T) -> std::cmp::Ordering,

@@ -6,7 +6,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use soul_mem_core::graph::MemoryGraph;
 use soul_mem_core::model::NodeKind;
-use soul_mem_core::retrieval::{BlendWeights, SubQuery};
+use soul_mem_core::retrieval::{BlendWeights, PipelineConfig, SubQuery};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Everything that can go wrong with one input file of a suite (reported per file, never a panic).
@@ -117,6 +118,43 @@ pub struct BlendSweep {
     /// Explicit pairs: any subset of [`BlendWeights`] fields over its defaults.
     #[serde(default)]
     pub pairs: Vec<Map<String, Value>>,
+    /// A grid over any pipeline settings by dotted path (e.g.
+    /// `{"similarity.fusion.lexical":[0,0.5], "assoc_with_action.association.blend":[0.3,0.5]}`):
+    /// one run per combination. Wins over `pairs` and `tag_sweep`.
+    #[serde(default)]
+    pub grid: BTreeMap<String, Vec<Value>>,
+}
+
+/// Sets each dotted `path` of `overlay` in `cfg` (every path must name an existing setting)
+/// and validates the result.
+pub fn apply_overlay(
+    cfg: &PipelineConfig,
+    overlay: &[(String, Value)],
+) -> Result<PipelineConfig, String> {
+    if overlay.is_empty() {
+        return Ok(cfg.clone());
+    }
+    let mut v = serde_json::to_value(cfg).map_err(|e| e.to_string())?;
+    for (path, val) in overlay {
+        let mut at = &mut v;
+        for key in path.split('.') {
+            at = at
+                .get_mut(key)
+                .ok_or_else(|| format!("unknown setting {path:?} (at {key:?})"))?;
+        }
+        *at = val.clone();
+    }
+    let out: PipelineConfig = serde_json::from_value(v).map_err(|e| e.to_string())?;
+    out.validate().map_err(|e| e.to_string())?;
+    Ok(out)
+}
+
+/// A dotted-path overlay from a JSON object (`--config`).
+pub fn parse_overlay(json: &str) -> Result<Vec<(String, Value)>, String> {
+    let m: Map<String, Value> = serde_json::from_str(json).map_err(|e| e.to_string())?;
+    let overlay: Vec<(String, Value)> = m.into_iter().collect();
+    apply_overlay(&PipelineConfig::default(), &overlay)?;
+    Ok(overlay)
 }
 
 /// One sub-query expectation.
@@ -203,6 +241,8 @@ pub struct WeightPair {
     pub label: String,
     /// The full weights.
     pub weights: BlendWeights,
+    /// Pipeline settings by dotted path (a `grid` entry), applied over the defaults.
+    pub overlay: Vec<(String, Value)>,
 }
 
 /// Reads and validates a Query JSON file: shape (unknown fields rejected, per case with its
@@ -309,9 +349,42 @@ pub fn expand_sweep_pairs(sweep: Option<&BlendSweep>) -> Result<Vec<WeightPair>,
         return Ok(vec![WeightPair {
             label: label_of(&default, &[]),
             weights: default,
+            overlay: Vec::new(),
         }]);
     };
     let mut out = Vec::new();
+    if !sweep.grid.is_empty() {
+        let mut combos: Vec<Vec<(String, Value)>> = vec![Vec::new()];
+        for (path, values) in &sweep.grid {
+            if values.is_empty() {
+                return Err(format!("grid {path:?}: no values"));
+            }
+            combos = combos
+                .into_iter()
+                .flat_map(|c| {
+                    values.iter().map(move |v| {
+                        let mut c = c.clone();
+                        c.push((path.clone(), v.clone()));
+                        c
+                    })
+                })
+                .collect();
+        }
+        for c in combos {
+            apply_overlay(&PipelineConfig::default(), &c)?;
+            let label = c
+                .iter()
+                .map(|(k, v)| format!("{}={}", k.rsplit('.').next().unwrap_or(k), v))
+                .collect::<Vec<_>>()
+                .join(",");
+            out.push(WeightPair {
+                label,
+                weights: default.clone(),
+                overlay: c,
+            });
+        }
+        return Ok(out);
+    }
     if !sweep.pairs.is_empty() {
         let base = serde_json::to_value(&default).map_err(|e| e.to_string())?;
         for (i, p) in sweep.pairs.iter().enumerate() {
@@ -329,6 +402,7 @@ pub fn expand_sweep_pairs(sweep: Option<&BlendSweep>) -> Result<Vec<WeightPair>,
             out.push(WeightPair {
                 label: label_of(&w, &extra),
                 weights: w,
+                overlay: Vec::new(),
             });
         }
     } else {
@@ -343,6 +417,7 @@ pub fn expand_sweep_pairs(sweep: Option<&BlendSweep>) -> Result<Vec<WeightPair>,
             out.push(WeightPair {
                 label: label_of(&w, &[]),
                 weights: w,
+                overlay: Vec::new(),
             });
         }
     }
@@ -350,6 +425,7 @@ pub fn expand_sweep_pairs(sweep: Option<&BlendSweep>) -> Result<Vec<WeightPair>,
         out.push(WeightPair {
             label: label_of(&default, &[]),
             weights: default,
+            overlay: Vec::new(),
         });
     }
     Ok(out)

@@ -7,15 +7,18 @@
 //! - [`Mode::Association`]: similarity seeds, then PPR ([`association`]) from them; per node
 //!   `score = (1 − β)·sim + β·ppr / max ppr` with β = [`EMBED_PPR_BLEND`] (the seed's
 //!   RetrieveMode::Association), merged across sub-queries as above. No actions.
-//! - [`Mode::Full`]: [`DefaultPipeline::run`] as the engine runs it (similarity ∪ PPR
-//!   memories, Bayes actions, self-knowledge procedures).
+//! - [`Mode::Full`]: [`DefaultPipeline::run`] as the engine runs it (calibrated fusion of
+//!   the dense, tag and lexical channels into seeds, PPR association blended in, Bayes
+//!   actions, self-knowledge procedures).
+//! - [`Mode::Bm25`]: the baseline of the lexical channel alone (BM25F over the notes' words,
+//!   the same tokenizer), merged across sub-queries like the others.
 
 use super::data::{CaseCheck, TestCase};
 use super::metrics;
 use serde::Serialize;
 use soul_mem_core::model::NodeKind;
 use soul_mem_core::retrieval::{
-    association, bayes_actions, similarity, softmax, DefaultPipeline, EmbeddedQuery,
+    association, bayes_actions, query_terms, similarity, softmax, DefaultPipeline, EmbeddedQuery,
     PipelineConfig, QueryVectors, RetrievalIndex, Stage, SubQuery,
 };
 use std::collections::{BTreeMap, HashMap};
@@ -33,6 +36,8 @@ pub enum Mode {
     Association,
     /// The default pipeline, with actions.
     Full,
+    /// Baseline: BM25F over the notes' words alone (the lexical channel), no embeddings.
+    Bm25,
 }
 
 impl Mode {
@@ -42,6 +47,7 @@ impl Mode {
             "embedding" | "embed" => Some(Mode::Embedding),
             "association" | "assoc" => Some(Mode::Association),
             "full" | "pipeline" => Some(Mode::Full),
+            "bm25" | "lexical" => Some(Mode::Bm25),
             _ => None,
         }
     }
@@ -52,6 +58,7 @@ impl Mode {
             Mode::Embedding => "embedding",
             Mode::Association => "association",
             Mode::Full => "full",
+            Mode::Bm25 => "bm25",
         }
     }
 }
@@ -101,8 +108,23 @@ fn one_query(
     mode: Mode,
     cfg: &PipelineConfig,
 ) -> soul_mem_core::Result<Vec<Scored>> {
+    if mode == Mode::Bm25 {
+        let scores = idx.lexical_scores(&query_terms(q));
+        let mut out: Vec<Scored> = scores
+            .iter()
+            .enumerate()
+            .filter(|&(i, &s)| s > 0.0 && idx.kind(i) != Some(NodeKind::Procedure))
+            .map(|(i, &s)| (i as u32, f64::from(s), Stage::Similarity))
+            .collect();
+        out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        out.truncate(cfg.max_memories);
+        return Ok(out);
+    }
     let eq = EmbeddedQuery::assemble(q, v, idx.vectors().dim())?;
-    let sim = similarity(idx, &eq, &cfg.similarity);
+    // Similarity alone judges as many memories as the pipeline returns.
+    let mut scfg = cfg.similarity.clone();
+    scfg.max_results = cfg.max_memories;
+    let sim = similarity(idx, &eq, &scfg);
     let mut out: Vec<Scored> = sim
         .iter()
         .map(|&(i, s)| (i, f64::from(s), Stage::Similarity))
@@ -158,7 +180,7 @@ pub fn run(
                     .collect(),
             })
         }
-        Mode::Embedding | Mode::Association => {
+        Mode::Embedding | Mode::Association | Mode::Bm25 => {
             let mut per = Vec::with_capacity(subs.len());
             for (q, v) in subs.iter().zip(vecs) {
                 per.push((q.priority, one_query(idx, q, v, mode, cfg)?));
@@ -217,6 +239,30 @@ pub struct CaseResult {
     pub abstract_detected: Option<(bool, bool)>,
     /// Per sub-query expectations: (scored, all ids returned by that sub-query alone).
     pub per_query: (usize, usize),
+    /// Case-name group ([`GROUPS`]), when the name starts with one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<&'static str>,
+    /// Negative case: memories returned, each a false positive.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fp: Option<usize>,
+    /// Negative case: 1 when it returned any memory, else 0.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fp_any: Option<usize>,
+    /// Scored action case with no expected action in the action channel: why
+    /// (`no_situation`, `wrong_situation` or `outranked`, see [`metrics::action_miss`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub action_miss: Option<&'static str>,
+}
+
+/// Case-name groups: a case belongs to the group named by its name up to and including the
+/// first `_`, when that prefix is one of these (in report order).
+pub const GROUPS: [&str; 6] = ["sem_", "recall_", "hop_", "act_", "multi_", "neg_"];
+
+/// The group of a case name (see [`GROUPS`]), None for any other name.
+pub fn case_group(name: &str) -> Option<&'static str> {
+    let end = name.find('_')? + 1;
+    let prefix = &name[..end];
+    GROUPS.iter().copied().find(|g| *g == prefix)
 }
 
 /// Sums over cases; rates are computed at print time.
@@ -281,6 +327,21 @@ pub struct Summary {
     pub per_query_scored: usize,
     /// … fully returned by their sub-query alone.
     pub per_query_hit: usize,
+    /// Σ Recall@10 of the must ids over scored cases (whatever the file's K values).
+    pub recall10_sum: f64,
+    /// Σ memories returned by negative cases (each one a false positive).
+    pub neg_fp_sum: usize,
+    /// Negative cases that returned at least one memory.
+    pub neg_fp_any: usize,
+    /// Scored action misses with no situation among the returned memories.
+    pub act_miss_no_situation: usize,
+    /// … with situations returned, none of them expected.
+    pub act_miss_wrong_situation: usize,
+    /// … with an expected situation returned but the expected action not in the channel.
+    pub act_miss_outranked: usize,
+    /// The same sums per case-name group ([`GROUPS`]); reported separately.
+    #[serde(skip)]
+    pub groups: BTreeMap<&'static str, Summary>,
 }
 
 fn add_map(a: &mut BTreeMap<usize, f64>, b: &BTreeMap<usize, f64>) {
@@ -323,6 +384,33 @@ impl Summary {
         self.abstract_ppr_only += o.abstract_ppr_only;
         self.per_query_scored += o.per_query_scored;
         self.per_query_hit += o.per_query_hit;
+        self.recall10_sum += o.recall10_sum;
+        self.neg_fp_sum += o.neg_fp_sum;
+        self.neg_fp_any += o.neg_fp_any;
+        self.act_miss_no_situation += o.act_miss_no_situation;
+        self.act_miss_wrong_situation += o.act_miss_wrong_situation;
+        self.act_miss_outranked += o.act_miss_outranked;
+        for (g, s) in &o.groups {
+            self.groups.entry(*g).or_default().add(s);
+        }
+    }
+
+    /// Mean Recall@10 over scored cases.
+    pub fn recall10(&self) -> Option<f64> {
+        Self::ratio(self.recall10_sum, self.scored)
+    }
+
+    /// Mean memories returned per negative case (false positives per negative case).
+    pub fn neg_fp_mean(&self) -> Option<f64> {
+        Self::ratio(self.neg_fp_sum as f64, self.negative)
+    }
+
+    /// Share of negative cases that returned nothing.
+    pub fn neg_zero_rate(&self) -> Option<f64> {
+        Self::ratio(
+            self.negative.saturating_sub(self.neg_fp_any) as f64,
+            self.negative,
+        )
     }
 
     /// `num / den`, or None when `den` is 0.
@@ -365,13 +453,37 @@ impl Summary {
             "abstract_detected_rate":
                 Self::ratio(self.abstract_detected as f64, self.abstract_expected),
             "per_query_hit_rate": Self::ratio(self.per_query_hit as f64, self.per_query_scored),
+            "recall_at_10": self.recall10(),
+            "neg_fp_mean": self.neg_fp_mean(),
+            "neg_zero_rate": self.neg_zero_rate(),
         })
     }
 }
 
 /// Scores one case: `ret` is the full run, `per_query` the runs of single sub-queries named
-/// by `expected_per_query` (same order), `exists`/`kind` look ids up in the graph.
+/// by `expected_per_query` (same order), `exists`/`kind` look ids up in the graph. The case's
+/// sums are added to `sum` and, when its name has a group ([`case_group`]), to that group's.
 pub fn score_case(
+    c: &TestCase,
+    check: &CaseCheck,
+    ret: &Returned,
+    per_query: &[Returned],
+    k_values: &[usize],
+    kind: &dyn Fn(&str) -> Option<NodeKind>,
+    sum: &mut Summary,
+) -> CaseResult {
+    let mut one = Summary::default();
+    let mut r = score_one(c, check, ret, per_query, k_values, kind, &mut one);
+    r.group = case_group(&c.name);
+    sum.add(&one);
+    if let Some(g) = r.group {
+        sum.groups.entry(g).or_default().add(&one);
+    }
+    r
+}
+
+/// [`score_case`] into the sums of this case alone.
+fn score_one(
     c: &TestCase,
     check: &CaseCheck,
     ret: &Returned,
@@ -403,6 +515,13 @@ pub fn score_case(
     if c.expected_combined_ranking.is_empty() {
         r.status = "negative";
         sum.negative += 1;
+        // Nothing is relevant: every memory returned above the floor is a false positive.
+        let mems: Vec<&str> = ret.memories.iter().map(|m| m.0.as_str()).collect();
+        let (fp, fp_any) = metrics::false_positives(&mems);
+        r.fp = Some(fp);
+        r.fp_any = Some(fp_any);
+        sum.neg_fp_sum += fp;
+        sum.neg_fp_any += fp_any;
     } else if check.memory_data_error() {
         r.status = "data_error";
         r.missing_ids = check.missing_must.clone();
@@ -425,6 +544,7 @@ pub fn score_case(
         sum.any_hit += usize::from(r.any_hit);
         r.rr = metrics::reciprocal_rank(&returned, &must).unwrap_or(0.0);
         sum.mrr_sum += r.rr;
+        sum.recall10_sum += metrics::recall_at(&returned, &must, 10).unwrap_or(0.0);
         for &k in k_values {
             let add = |m: &mut BTreeMap<usize, f64>, v: Option<f64>| {
                 *m.entry(k).or_default() += v.unwrap_or(0.0);
@@ -517,6 +637,15 @@ pub fn score_case(
             sum.action_recall_with_self_sum += rec_s;
             r.action_hit = Some(hit);
             r.action_recall3 = Some(r3);
+            if !hit {
+                let miss = action_miss_of(c, &must, ret, kind);
+                match miss {
+                    metrics::ActionMiss::NoSituation => sum.act_miss_no_situation += 1,
+                    metrics::ActionMiss::WrongSituation => sum.act_miss_wrong_situation += 1,
+                    metrics::ActionMiss::Outranked => sum.act_miss_outranked += 1,
+                }
+                r.action_miss = Some(miss.as_str());
+            }
         } else {
             r.action_status = Some("data_error");
             sum.action_data_error += 1;
@@ -525,6 +654,31 @@ pub fn score_case(
     r.actions = ret.actions.clone();
     r.self_knowledge = ret.self_knowledge.clone();
     r
+}
+
+/// Why a scored action case missed: the situations among the returned memories against the
+/// case's expected situations (the situation ids among the must list and
+/// `expected_abstract`).
+fn action_miss_of(
+    c: &TestCase,
+    must: &[&str],
+    ret: &Returned,
+    kind: &dyn Fn(&str) -> Option<NodeKind>,
+) -> metrics::ActionMiss {
+    let is_sit = |id: &&str| kind(id).is_some_and(NodeKind::is_situation);
+    let returned: Vec<&str> = ret
+        .memories
+        .iter()
+        .map(|m| m.0.as_str())
+        .filter(is_sit)
+        .collect();
+    let expected: Vec<&str> = must
+        .iter()
+        .copied()
+        .chain(c.expected_abstract.iter().map(String::as_str))
+        .filter(is_sit)
+        .collect();
+    metrics::action_miss(&returned, &expected)
 }
 
 /// Raw similarity of every node to a case: per node, the best score over the case's
@@ -624,4 +778,174 @@ pub fn tempered_actions(
         .into_iter()
         .filter_map(|(a, _)| idx.node(a as usize).map(|m| m.readable_id.clone()))
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn case(name: &str, must: &[&str], actions: &[&str]) -> TestCase {
+        TestCase {
+            name: name.into(),
+            description: String::new(),
+            sub_queries: vec![serde_json::from_value(
+                serde_json::json!({"priority": 1, "tag": ["x"], "variant": {"Semantic": []}}),
+            )
+            .unwrap()],
+            expected_per_query: vec![],
+            expected_combined_ranking: must.iter().map(|s| s.to_string()).collect(),
+            bonus_combined_ranking: vec![],
+            expected_actions: actions.iter().map(|s| s.to_string()).collect(),
+            expected_abstract: vec![],
+        }
+    }
+
+    fn kind(id: &str) -> Option<NodeKind> {
+        match id.split('_').next() {
+            Some("sem") => Some(NodeKind::Semantic),
+            Some("sit") => Some(NodeKind::SpecificSituation),
+            Some("abs") => Some(NodeKind::AbstractSituation),
+            Some("proc") => Some(NodeKind::Procedure),
+            _ => None,
+        }
+    }
+
+    fn returned(memories: &[&str], actions: &[&str]) -> Returned {
+        Returned {
+            memories: memories
+                .iter()
+                .map(|m| (m.to_string(), Stage::Similarity))
+                .collect(),
+            actions: actions.iter().map(|a| a.to_string()).collect(),
+            self_knowledge: vec![],
+        }
+    }
+
+    fn score(c: &TestCase, ret: &Returned, sum: &mut Summary) -> CaseResult {
+        score_case(c, &CaseCheck::default(), ret, &[], &[1, 3], &kind, sum)
+    }
+
+    #[test]
+    fn group_prefixes() {
+        assert_eq!(case_group("sem_capital"), Some("sem_"));
+        assert_eq!(case_group("recall_2019_trip"), Some("recall_"));
+        assert_eq!(case_group("hop_x"), Some("hop_"));
+        assert_eq!(case_group("act_gale"), Some("act_"));
+        // Only up to the first `_`.
+        assert_eq!(case_group("multi_hop_x"), Some("multi_"));
+        assert_eq!(case_group("neg_"), Some("neg_"));
+        assert_eq!(case_group("neg"), None);
+        assert_eq!(case_group("semantic_x"), None);
+        assert_eq!(case_group("query_1"), None);
+        assert_eq!(case_group("x_sem_y"), None);
+        assert_eq!(case_group(""), None);
+    }
+
+    #[test]
+    fn negative_cases_count_false_positives_never_failures() {
+        let mut sum = Summary::default();
+        let neg = case("neg_parrot", &[], &[]);
+        let r = score(&neg, &returned(&["sem_a", "sem_b", "abs_c"], &[]), &mut sum);
+        assert_eq!((r.status, r.fp, r.fp_any), ("negative", Some(3), Some(1)));
+        let r = score(&neg, &returned(&[], &["proc_p"]), &mut sum);
+        // Actions are not memories: nothing returned.
+        assert_eq!((r.fp, r.fp_any), (Some(0), Some(0)));
+        assert_eq!((sum.negative, sum.scored, sum.must_hit), (2, 0, 0));
+        assert_eq!((sum.neg_fp_sum, sum.neg_fp_any), (3, 1));
+        assert_eq!(sum.neg_fp_mean(), Some(1.5));
+        assert_eq!(sum.neg_zero_rate(), Some(0.5));
+        // A scored case leaves the negative sums alone.
+        let r = score(
+            &case("sem_x", &["sem_a"], &[]),
+            &returned(&["sem_a"], &[]),
+            &mut sum,
+        );
+        assert_eq!((r.fp, r.fp_any), (None, None));
+        assert_eq!(sum.neg_fp_sum, 3);
+        assert_eq!(Summary::default().neg_fp_mean(), None);
+    }
+
+    #[test]
+    fn recall_at_10_is_independent_of_k_values() {
+        let mut sum = Summary::default();
+        let mut mems: Vec<String> = (0..12).map(|i| format!("sem_{i}")).collect();
+        mems.push("sem_a".into());
+        let refs: Vec<&str> = mems.iter().map(String::as_str).collect();
+        // sem_3 at rank 4 (inside the top 10), sem_a at rank 13 (outside).
+        score(
+            &case("sem_q", &["sem_3", "sem_a"], &[]),
+            &returned(&refs, &[]),
+            &mut sum,
+        );
+        score(
+            &case("sem_r", &["sem_0"], &[]),
+            &returned(&refs, &[]),
+            &mut sum,
+        );
+        assert!(!sum.recall_sum.contains_key(&10));
+        assert_eq!(sum.recall10(), Some((0.5 + 1.0) / 2.0));
+        assert_eq!(sum.rates()["recall_at_10"], 0.75);
+    }
+
+    #[test]
+    fn action_misses_are_classified() {
+        let mut sum = Summary::default();
+        let act = case("act_gale", &["abs_gale"], &["proc_stop"]);
+        // No situation among the memories.
+        let r = score(&act, &returned(&["sem_a"], &["proc_other"]), &mut sum);
+        assert_eq!(r.action_miss, Some("no_situation"));
+        // Situations, none expected.
+        let r = score(&act, &returned(&["sit_rain", "sem_a"], &[]), &mut sum);
+        assert_eq!(r.action_miss, Some("wrong_situation"));
+        // The expected situation came back, the action did not.
+        let r = score(&act, &returned(&["abs_gale"], &["proc_other"]), &mut sum);
+        assert_eq!(r.action_miss, Some("outranked"));
+        // A hit has no miss reason.
+        let r = score(&act, &returned(&["abs_gale"], &["proc_stop"]), &mut sum);
+        assert_eq!((r.action_hit, r.action_miss), (Some(true), None));
+        // An explicit expected_abstract counts as an expected situation.
+        let mut explicit = case("act_x", &["sem_a"], &["proc_stop"]);
+        explicit.expected_abstract = vec!["abs_gale".into()];
+        let r = score(&explicit, &returned(&["sem_a", "abs_gale"], &[]), &mut sum);
+        assert_eq!(r.action_miss, Some("outranked"));
+        assert_eq!(
+            (
+                sum.act_miss_no_situation,
+                sum.act_miss_wrong_situation,
+                sum.act_miss_outranked
+            ),
+            (1, 1, 2)
+        );
+        assert_eq!((sum.action_scored, sum.action_hit), (5, 1));
+    }
+
+    #[test]
+    fn groups_sum_their_cases_and_add_merges_them() {
+        let mut a = Summary::default();
+        score(
+            &case("sem_a", &["sem_a"], &[]),
+            &returned(&["sem_a"], &[]),
+            &mut a,
+        );
+        score(&case("sem_b", &["sem_b"], &[]), &returned(&[], &[]), &mut a);
+        score(&case("neg_c", &[], &[]), &returned(&["sem_a"], &[]), &mut a);
+        let r = score(
+            &case("query_1", &["sem_a"], &[]),
+            &returned(&[], &[]),
+            &mut a,
+        );
+        assert_eq!(r.group, None);
+        assert_eq!(a.cases, 4);
+        let keys: Vec<&str> = a.groups.keys().copied().collect();
+        assert_eq!(keys, ["neg_", "sem_"]);
+        let sem = &a.groups["sem_"];
+        assert_eq!((sem.cases, sem.scored, sem.must_hit), (2, 2, 1));
+        assert_eq!(a.groups["neg_"].neg_fp_sum, 1);
+        let mut total = Summary::default();
+        total.add(&a);
+        total.add(&a);
+        assert_eq!(total.groups["sem_"].cases, 4);
+        assert_eq!(total.groups["neg_"].negative, 2);
+        assert!(total.groups["sem_"].groups.is_empty());
+    }
 }

@@ -86,6 +86,48 @@ pub fn any_present(ranked: &[&str], relevant: &[&str]) -> bool {
     relevant.iter().any(|r| ranked.contains(r))
 }
 
+/// Why a scored action case missed (no expected action in the action channel): where the
+/// chain situation → action broke.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActionMiss {
+    /// No situation node among the returned memories: the action channel had no source.
+    NoSituation,
+    /// Situations were returned, but none of the expected ones.
+    WrongSituation,
+    /// An expected situation was returned, yet the expected action did not make the channel.
+    Outranked,
+}
+
+impl ActionMiss {
+    /// Name in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActionMiss::NoSituation => "no_situation",
+            ActionMiss::WrongSituation => "wrong_situation",
+            ActionMiss::Outranked => "outranked",
+        }
+    }
+}
+
+/// Classifies an action miss from the situation ids among the returned memories and the
+/// case's expected situation ids (with no expected situation, any returned one is wrong).
+pub fn action_miss(returned_situations: &[&str], expected_situations: &[&str]) -> ActionMiss {
+    if returned_situations.is_empty() {
+        ActionMiss::NoSituation
+    } else if any_present(returned_situations, expected_situations) {
+        ActionMiss::Outranked
+    } else {
+        ActionMiss::WrongSituation
+    }
+}
+
+/// False positives of a negative case (nothing is relevant): every returned id counts.
+/// Returns (count, 1 when any was returned else 0).
+pub fn false_positives(ranked: &[&str]) -> (usize, usize) {
+    let n = dedup(ranked).len();
+    (n, usize::from(n > 0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -148,6 +190,33 @@ mod tests {
         assert!(all_present(&R, &["b", "d"]));
         assert!(any_present(&R, &REL));
         assert!(!any_present(&R, &["x"]));
+    }
+
+    #[test]
+    fn action_miss_reasons() {
+        // No situation returned at all.
+        assert_eq!(action_miss(&[], &["abs_gale"]), ActionMiss::NoSituation);
+        assert_eq!(action_miss(&[], &[]), ActionMiss::NoSituation);
+        // Situations, but not the expected one.
+        assert_eq!(
+            action_miss(&["abs_rain", "sit_storm"], &["abs_gale"]),
+            ActionMiss::WrongSituation
+        );
+        // Nothing expected: any returned situation is the wrong one.
+        assert_eq!(action_miss(&["abs_rain"], &[]), ActionMiss::WrongSituation);
+        // The expected situation came back; the action lost in the channel.
+        assert_eq!(
+            action_miss(&["abs_rain", "abs_gale"], &["abs_gale"]),
+            ActionMiss::Outranked
+        );
+        assert_eq!(ActionMiss::Outranked.as_str(), "outranked");
+    }
+
+    #[test]
+    fn false_positives_count_every_returned_id() {
+        assert_eq!(false_positives(&["a", "b", "c"]), (3, 1));
+        assert_eq!(false_positives(&["a", "a"]), (1, 1));
+        assert_eq!(false_positives(&[]), (0, 0));
     }
 
     #[test]
