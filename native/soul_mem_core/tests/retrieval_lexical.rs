@@ -36,7 +36,11 @@ fn family() -> MemoryGraph {
     }
     let mut grandma = sem("sem_grandma", "奶奶", "小时候带我长大的外婆", &[]);
     sem_link(&mut grandma, "sit_clock", 1.0);
-    let mut clock = spec("sit_clock", "那年冬天那台老座钟停了，我们俩守着它修到半夜", None);
+    let mut clock = spec(
+        "sit_clock",
+        "那年冬天那台老座钟停了，我们俩守着它修到半夜",
+        None,
+    );
     sem_link(&mut clock, "sem_grandma", 1.0);
     notes.push(grandma);
     notes.push(clock);
@@ -57,7 +61,10 @@ fn an_untagged_note_is_found_by_a_tagged_query() {
     assert_eq!(ids(&r)[0], "sem_grandma", "{:?}", ids(&r));
     let top = &r.memories[0];
     assert!(top.channels.contains(&Channel::Lexical), "{top:?}");
-    assert!(!top.channels.contains(&Channel::Tag), "no tags to compare: {top:?}");
+    assert!(
+        !top.channels.contains(&Channel::Tag),
+        "no tags to compare: {top:?}"
+    );
 }
 
 #[test]
@@ -66,8 +73,10 @@ fn the_walk_brings_the_episode_with_its_path() {
     let sub = q(
         r#"{"priority":1,"tag":[],"variant":{"Semantic":[{"concept_identifier":"奶奶","description":""}]}}"#,
     );
-    let mut cfg = PipelineConfig::default();
-    cfg.max_memories = 3;
+    let mut cfg = PipelineConfig {
+        max_memories: 3,
+        ..PipelineConfig::default()
+    };
     cfg.similarity.similarity_threshold = 0.0;
     let r = recall(&idx, &sub, &cfg);
     let clock = r
@@ -98,7 +107,10 @@ fn a_query_without_words_recalls_by_the_other_channels() {
         let mut cfg = PipelineConfig::default();
         cfg.similarity.similarity_threshold = 0.0;
         let r = recall(&idx, &sub, &cfg);
-        assert!(!r.memories.is_empty(), "{text:?}: the tag channel still recalls");
+        assert!(
+            !r.memories.is_empty(),
+            "{text:?}: the tag channel still recalls"
+        );
         assert!(r
             .memories
             .iter()

@@ -281,17 +281,35 @@ fn configs_have_seed_defaults_and_validate() {
     assert_eq!(c.similarity.similarity_threshold, 0.35);
     assert_eq!(c.similarity.max_results, 2);
     let f = &c.similarity.fusion;
-    assert_eq!((f.method, f.dense, f.tag, f.lexical), (FusionMethod::Zscore, 1.0, 0.5, 1.0));
-    assert_eq!(c.assoc_with_action.association.blend, 0.5);
+    assert_eq!(
+        (f.method, f.dense, f.tag, f.lexical),
+        (FusionMethod::Zscore, 1.0, 0.25, 1.0)
+    );
+    assert_eq!(c.assoc_with_action.association.blend, 0.95);
     assert_eq!(c.assoc_with_action.association.hub_exponent, 0.5);
     // Fusion and blend weights that are negative, non-finite or all zero are refused by name.
     for (json, field) in [
-        (r#"{"similarity":{"fusion":{"lexical":-1}}}"#, "fusion.lexical"),
-        (r#"{"similarity":{"fusion":{"dense":0,"tag":0,"lexical":0}}}"#, "fusion.dense"),
+        (
+            r#"{"similarity":{"fusion":{"lexical":-1}}}"#,
+            "fusion.lexical",
+        ),
+        (
+            r#"{"similarity":{"fusion":{"dense":0,"tag":0,"lexical":0}}}"#,
+            "fusion.dense",
+        ),
         (r#"{"similarity":{"fusion":{"rrf_k":0}}}"#, "fusion.rrf_k"),
-        (r#"{"assoc_with_action":{"association":{"blend":1.5}}}"#, "blend"),
-        (r#"{"assoc_with_action":{"association":{"hub_exponent":-0.5}}}"#, "hub_exponent"),
-        (r#"{"assoc_with_action":{"source_temperature":0}}"#, "source_temperature"),
+        (
+            r#"{"assoc_with_action":{"association":{"blend":1.5}}}"#,
+            "blend",
+        ),
+        (
+            r#"{"assoc_with_action":{"association":{"hub_exponent":-0.5}}}"#,
+            "hub_exponent",
+        ),
+        (
+            r#"{"assoc_with_action":{"source_temperature":0}}"#,
+            "source_temperature",
+        ),
     ] {
         let bad: PipelineConfig = serde_json::from_str(json).unwrap();
         let e = bad.validate().unwrap_err().to_string();
@@ -307,7 +325,11 @@ fn configs_have_seed_defaults_and_validate() {
         },
         ..PipelineConfig::default()
     };
-    assert!(nan.validate().unwrap_err().to_string().contains("fusion.tag"));
+    assert!(nan
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .contains("fusion.tag"));
     assert_eq!(c.similarity.blend.tag, 0.3);
     assert_eq!(c.similarity.blend.variant, 0.7);
     assert_eq!(c.similarity.blend.string_blend_alpha, 0.6);

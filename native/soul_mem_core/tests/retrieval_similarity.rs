@@ -196,10 +196,14 @@ fn time_range_prefers_specific_situations_inside_it() {
 fn abstract_situations_match_structured_fields_and_narrative_fallback() {
     let g = graph(vec![abs_loc("lib", "图书馆")]);
     let idx = RetrievalIndex::build(&g, vectors(&g, 2, |_, _| vec![1.0, 0.0])).unwrap();
-    // Narrative only: fallback weight 0.9.
+    // Narrative only: the fallback weight (default 1.0; the seed's 0.9 when set).
     let sq = q(r#"{"priority":0,"tag":[],"variant":{"Situation":[{"narrative":"在图书馆看书"}]}}"#);
     let eq = EmbeddedQuery::assemble(&sq, &[vec![1.0, 0.0]], 2).unwrap();
     let out = similarity(&idx, &eq, &cfg(0.0, 10));
+    assert!((out[0].1 - 1.0).abs() < 1e-4);
+    let mut seed = cfg(0.0, 10);
+    seed.blend.abstract_narrative_fallback = 0.9;
+    let out = similarity(&idx, &eq, &seed);
     assert!((out[0].1 - 0.9).abs() < 1e-4);
     // Location field: full weight, and its identifier feeds the string channel.
     let sq =
@@ -378,9 +382,9 @@ fn non_finite_scores_are_dropped() {
     // take a top-k place — not even through the string channel's max.
     // Nodes without tags never blend the tag channel, so only the tagged "a" is affected.
     let only_untagged = |out: Vec<(u32, f32)>| {
-        out.iter().all(|&(i, s)| {
-            s.is_finite() && idx.node(i as usize).unwrap().readable_id != "a"
-        }) && out.len() == 2
+        out.iter()
+            .all(|&(i, s)| s.is_finite() && idx.node(i as usize).unwrap().readable_id != "a")
+            && out.len() == 2
     };
     for bad in [f32::NAN, f32::INFINITY] {
         c.blend.tag = bad;

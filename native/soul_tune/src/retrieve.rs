@@ -635,6 +635,16 @@ fn cells(label: &str, mode: Mode, s: &Summary, ks: &[usize], secs: Option<f64>) 
 }
 
 /// The per-group table (one row per case-name group present, see [`GROUPS`]).
+/// What a sweep maximises: the mean of the must-hit rate, Recall@10 and (where the data has
+/// action cases) the action hit rate. None without scored cases.
+fn sweep_objective(s: &Summary) -> Option<f64> {
+    let mut parts = vec![Summary::ratio(s.must_hit as f64, s.scored)?, s.recall10()?];
+    if let Some(a) = Summary::ratio(s.action_hit as f64, s.action_scored) {
+        parts.push(a);
+    }
+    Some(parts.iter().sum::<f64>() / parts.len() as f64)
+}
+
 fn group_table() -> Table {
     let r = Align::Right;
     Table::new()
@@ -978,6 +988,72 @@ fn report(
         }
         out.line(gt.render());
     }
+    // A sweep: the best setting per data set and overall, per mode.
+    let mut sweep_best = Vec::new();
+    if multi_pair {
+        out.line("\n== sweep: best setting per data set and overall (objective = mean of must%, R@10 and act% where there are action cases) ==");
+        let r = Align::Right;
+        let mut bt = Table::new()
+            .col("mode", Align::Left)
+            .col("data set", Align::Left)
+            .group()
+            .col("objective", r)
+            .col("must%", r)
+            .col("R@10", r)
+            .col("act%", r)
+            .group()
+            .label("setting");
+        for mode in &o.modes {
+            let mut sets: Vec<(String, Vec<(&str, &Summary)>)> = Vec::new();
+            for f in ok.iter().filter(|f| !superseded(f)) {
+                let runs = f
+                    .runs
+                    .iter()
+                    .filter(|r| r.mode == *mode)
+                    .map(|r| (r.pair.as_str(), &r.summary))
+                    .collect();
+                sets.push((f.character.clone(), runs));
+            }
+            sets.push((
+                "overall".into(),
+                group_totals
+                    .iter()
+                    .filter(|(m, _, _)| m == mode)
+                    .map(|(_, p, s)| (*p, s))
+                    .collect(),
+            ));
+            for (set, runs) in sets {
+                let best = runs
+                    .iter()
+                    .filter_map(|&(p, sm)| sweep_objective(sm).map(|v| (p, sm, v)))
+                    // The first of equal settings wins (max_by would keep the last).
+                    .fold(None, |best: Option<(&str, &Summary, f64)>, x| match best {
+                        Some(b) if b.2 >= x.2 => Some(b),
+                        _ => Some(x),
+                    });
+                if let Some((pair, sm, v)) = best {
+                    let pct =
+                        |x: Option<f64>| x.map_or("-".into(), |x| format!("{:.1}", 100.0 * x));
+                    let must = Summary::ratio(sm.must_hit as f64, sm.scored);
+                    let act = Summary::ratio(sm.action_hit as f64, sm.action_scored);
+                    bt.push(vec![
+                        mode.as_str().into(),
+                        set.clone(),
+                        format!("{v:.4}"),
+                        pct(must),
+                        sm.recall10().map_or("-".into(), |x| format!("{x:.3}")),
+                        pct(act),
+                        pair.into(),
+                    ]);
+                    sweep_best.push(
+                        json!({"mode": mode.as_str(), "data_set": set, "setting": pair,
+                        "objective": v, "rates": sm.rates()}),
+                    );
+                }
+            }
+        }
+        out.line(bt.render());
+    }
     out.line(
         "\nmust% = scored cases whose expected_combined_ranking ids ALL appear in the returned memories \
 (≤ config.max_results); any% = at least one does; ret = mean memories returned. scored = non-negative cases whose must ids all exist \
@@ -1083,6 +1159,7 @@ per file and in total.",
             json!({
                 "embedder": model_id, "threshold_override": o.threshold, "modes": modes,
                 "batch": o.batch, "cache": o.cache, "action_temperature": o.action_temperature,
+                "config": o.config.iter().cloned().collect::<serde_json::Map<String, Value>>(),
             }),
             json!({
                 "must_hit": "scored case whose expected_combined_ranking ids all appear in the returned memories",
@@ -1107,6 +1184,9 @@ per file and in total.",
         doc.insert("modes".into(), json!(modes));
         doc.insert("data_errors".into(), json!(data_errors));
         doc.insert("score_distribution".into(), json!(dist));
+        if multi_pair {
+            doc.insert("sweep_best".into(), json!(sweep_best));
+        }
         if let Err(e) = dest.emit(&Value::Object(doc), &out) {
             eprintln!("error: {e}");
             failed = true;

@@ -37,7 +37,11 @@ const PROBIT_SLOPE: f64 = 1.702;
 pub fn calibrate_in_place(values: &mut [f32], method: FusionMethod, rrf_k: f64, zeros: usize) {
     match method {
         FusionMethod::Raw => {
-            let max = values.iter().copied().filter(|x| x.is_finite()).fold(0f32, f32::max);
+            let max = values
+                .iter()
+                .copied()
+                .filter(|x| x.is_finite())
+                .fold(0f32, f32::max);
             if max > 1.0 {
                 values.iter_mut().for_each(|x| *x /= max);
             }
@@ -248,7 +252,9 @@ mod tests {
             raw: vec![0.85, 0.84, 0.83, 0.849],
         };
         let f = fuse_similarity(dense, vec![0.0, 0.0, 0.0, 3.0], &FusionConfig::default());
-        let best = (0..4).max_by(|&a, &b| f.score[a].total_cmp(&f.score[b])).unwrap();
+        let best = (0..4)
+            .max_by(|&a, &b| f.score[a].total_cmp(&f.score[b]))
+            .unwrap();
         assert_eq!(best, 3, "{:?}", f.score);
         assert!(f.strong[3] & bit(Channel::Lexical) != 0);
     }

@@ -212,7 +212,11 @@ impl RetrievalIndex {
         vectors: NodeVectors,
         previous: Option<RetrievalIndex>,
     ) -> Result<Self> {
-        Self::build_with_lexical(graph, vectors, previous.map(|p| p.lexical).unwrap_or_default())
+        Self::build_with_lexical(
+            graph,
+            vectors,
+            previous.map(|p| p.lexical).unwrap_or_default(),
+        )
     }
 
     fn build_with_lexical(

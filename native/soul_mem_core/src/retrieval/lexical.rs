@@ -154,7 +154,11 @@ impl LexicalIndex {
         }
         let fp = fingerprint(fields);
         if let Some(&slot) = self.by_id.get(&id) {
-            if self.docs.get(slot as usize).is_some_and(|d| d.fingerprint == fp) {
+            if self
+                .docs
+                .get(slot as usize)
+                .is_some_and(|d| d.fingerprint == fp)
+            {
                 return Ok(());
             }
             self.remove(&id);
@@ -377,7 +381,8 @@ mod tests {
     #[test]
     fn rare_words_outrank_common_ones_and_updates_apply() {
         let mut idx = LexicalIndex::new();
-        idx.upsert(id(1), "a", &f("我和姥爷在所城里修座钟")).unwrap();
+        idx.upsert(id(1), "a", &f("我和姥爷在所城里修座钟"))
+            .unwrap();
         idx.upsert(id(2), "b", &f("我在码头开岸桥")).unwrap();
         idx.upsert(id(3), "c", &f("我和白露吃夜宵")).unwrap();
         assert_eq!(top(&idx, "座钟")[0], id(1));

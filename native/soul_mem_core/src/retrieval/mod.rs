@@ -28,7 +28,9 @@ pub use config::{
     SimilarityConfig, TypePreference,
 };
 pub use embedding::{node_texts, EmbedKind, FieldKind, HashEmbedder, NodeVectors, TextEmbedder};
+pub use fusion::{calibrate, Channel};
 pub use index::{EdgeDecay, NodeMeta, RetrievalIndex};
+pub use lexical::LexicalIndex;
 pub use pipeline::{
     actions_from_sources, associate_with_action, associate_with_action_decayed, association,
     association_by_id, association_decayed, bayes_actions, query_terms, seeds_of, short_only,
@@ -38,6 +40,4 @@ pub use ppr::{
     edge_weight, forward_push, naive_ppr, Csr, EdgeWeightParams, PprParams, PprWorkspace,
 };
 pub use query::{embed_query, EmbeddedQuery, QueryTexts, QueryVariant, QueryVectors, SubQuery};
-pub use fusion::{calibrate, Channel};
-pub use lexical::LexicalIndex;
 pub use similarity::{similarity, similarity_channels, DenseChannels};

@@ -601,7 +601,12 @@ pub fn similarity_channels(
         // The string channel can only raise a node to α·e + (1 − α); nodes that cannot reach
         // the best STRING_POOL embedding scores even then are skipped (their rise would not
         // change the seeds, and barely the channel's statistics).
-        let mut finite: Vec<f32> = out.dense.iter().copied().filter(|x| x.is_finite()).collect();
+        let mut finite: Vec<f32> = out
+            .dense
+            .iter()
+            .copied()
+            .filter(|x| x.is_finite())
+            .collect();
         let bar = if finite.len() > STRING_POOL {
             let at = finite.len() - STRING_POOL;
             *finite.select_nth_unstable_by(at, f32::total_cmp).1
