@@ -24,7 +24,9 @@ defmodule SoulMem.Retrieval do
           content: String.t(),
           score: float(),
           stage: String.t(),
-          seeds: [String.t()]
+          seeds: [String.t()],
+          channels: [String.t()],
+          path: [String.t()]
         }
 
   @type result :: %{
@@ -133,7 +135,7 @@ defmodule SoulMem.Retrieval do
   defp config_map(other), do: other
 
   @keys Map.new(
-          ~w(id uuid kind content score stage seeds core action_type)a,
+          ~w(id uuid kind content score stage seeds channels path core action_type)a,
           &{Atom.to_string(&1), &1}
         )
 

@@ -272,6 +272,17 @@ defmodule SoulMem.RetrievalIntegrationTest do
     assert Enum.any?(result.core, &(&1.id == "sem_self"))
     assert result.memories != []
     assert result.context =~ "麻辣烫"
+    # Every memory says which channels found it; one the walk reached has its link path,
+    # from a seed to itself.
+    assert Enum.all?(result.memories, &(is_list(&1.channels) and is_list(&1.path)))
+    assert Enum.any?(result.memories, &(&1.path != [])), "the walk adds linked memories"
+
+    for %{path: [_, _ | _] = path} = m <- result.memories do
+      assert List.last(path) == m.id
+      assert "association" in m.channels
+      assert hd(path) in m.seeds
+    end
+
     assert {:ok, records} = SoulMem.Character.records(id)
     returned = Enum.map(result.memories ++ result.actions, & &1.id)
     assert Enum.sort(Map.keys(records)) == Enum.sort(Enum.uniq(returned))

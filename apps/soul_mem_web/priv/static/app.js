@@ -41,7 +41,8 @@
       el("td", {}, el("span", { className: "stage " + m.stage }, m.stage || kind)),
       el("td", { className: "score" }, typeof m.score === "number" ? m.score.toFixed(3) : ""),
       el("td", {}, el("code", {}, m.id), " ", m.content || ""),
-      el("td", {}, (m.seeds || []).join(", ") || "—")));
+      el("td", {}, (m.path && m.path.length ? m.path.join(" → ") : (m.seeds || []).join(", ")) || "—",
+        m.channels && m.channels.length ? el("small", {}, " (" + m.channels.join("+") + ")") : "")));
 
     const table = el("table", {},
       el("thead", {}, el("tr", {}, el("th", {}, "stage"), el("th", {}, "score"), el("th", {}, "memory"), el("th", {}, "seeds"))),

@@ -77,13 +77,27 @@ defmodule Mix.Tasks.Soul.Chat do
     end
   end
 
+  # The link path for a memory the walk reached, else its seeds; then the channels.
+  defp why(m) do
+    via =
+      case Map.get(m, :path, []) do
+        [] -> Enum.join(Enum.take(m.seeds, 3), ", ")
+        path -> Enum.join(path, " → ")
+      end
+
+    case Map.get(m, :channels, []) do
+      [] -> via
+      channels -> "#{via} (#{Enum.join(channels, "+")})"
+    end
+  end
+
   @doc false
   @spec format(SoulMem.Chat.turn()) :: String.t()
   def format(%{recall: recall, reply: reply, llm_error: llm_error}) do
     memories =
       for m <- recall.memories do
         "  [#{m.stage} #{:erlang.float_to_binary(m.score / 1, decimals: 3)}] #{m.id}: " <>
-          "#{String.slice(m.content, 0, 60)}  ← #{Enum.join(Enum.take(m.seeds, 3), ", ")}"
+          "#{String.slice(m.content, 0, 60)}  ← #{why(m)}"
       end
 
     actions =

@@ -381,6 +381,8 @@ defmodule Mix.Tasks.Soul.Playtest do
       "stage" => item.stage,
       "score" => item.score / 1,
       "seeds" => Map.get(item, :seeds, []),
+      "channels" => Map.get(item, :channels, []),
+      "path" => Map.get(item, :path, []),
       "content" => item.content
     }
   end
