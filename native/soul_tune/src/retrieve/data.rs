@@ -519,6 +519,26 @@ pub fn is_consistent_pair(path: &Path) -> bool {
     path.components().any(|c| c.as_os_str() == "pairs")
 }
 
+/// A one-sub-query case for unit tests: its name, must ids, expected actions and bonus ids.
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+pub(crate) fn test_case(name: &str, must: &[&str], actions: &[&str], bonus: &[&str]) -> TestCase {
+    let ids = |v: &[&str]| v.iter().map(|s| s.to_string()).collect();
+    TestCase {
+        name: name.into(),
+        description: String::new(),
+        sub_queries: vec![serde_json::from_value(
+            serde_json::json!({"priority": 1, "tag": ["x"], "variant": {"Semantic": []}}),
+        )
+        .unwrap()],
+        expected_per_query: vec![],
+        expected_combined_ranking: ids(must),
+        bonus_combined_ranking: ids(bonus),
+        expected_actions: ids(actions),
+        expected_abstract: vec![],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -527,6 +547,29 @@ mod tests {
 
     fn sweep(v: Value) -> BlendSweep {
         serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn grid_sweeps_every_combination_and_overlays_are_checked() {
+        let p = expand_sweep_pairs(Some(&sweep(serde_json::json!({"grid": {
+            "assoc_with_action.association.blend": [0.5, 0.95],
+            "similarity.fusion.tag": [0.25, 0.5],
+        }}))))
+        .unwrap();
+        assert_eq!(p.len(), 4);
+        assert_eq!(p[0].label, "blend=0.5,tag=0.25");
+        let cfg = apply_overlay(&PipelineConfig::default(), &p[3].overlay).unwrap();
+        assert_eq!(cfg.assoc_with_action.association.blend, 0.95);
+        assert_eq!(cfg.similarity.fusion.tag, 0.5);
+        // Unknown settings and out-of-range values are refused by name.
+        let e = parse_overlay(r#"{"similarity.fusion.lexicl": 1}"#).unwrap_err();
+        assert!(e.contains("lexicl"), "{e}");
+        let e = parse_overlay(r#"{"similarity.fusion.lexical": -1}"#).unwrap_err();
+        assert!(e.contains("fusion.lexical"), "{e}");
+        assert!(expand_sweep_pairs(Some(&sweep(
+            serde_json::json!({"grid": {"similarity.fusion.tag": []}})
+        )))
+        .is_err());
     }
 
     #[test]
@@ -599,19 +642,8 @@ mod tests {
             &ImportOptions::default(),
         )
         .unwrap();
-        let case = |must: &[&str], actions: &[&str], bonus: &[&str]| TestCase {
-            name: "c".into(),
-            description: String::new(),
-            sub_queries: vec![serde_json::from_value(
-                serde_json::json!({"priority": 1, "tag": ["x"], "variant": {"Semantic": []}}),
-            )
-            .unwrap()],
-            expected_per_query: vec![],
-            expected_combined_ranking: must.iter().map(|s| s.to_string()).collect(),
-            bonus_combined_ranking: bonus.iter().map(|s| s.to_string()).collect(),
-            expected_actions: actions.iter().map(|s| s.to_string()).collect(),
-            expected_abstract: vec![],
-        };
+        let case =
+            |must: &[&str], actions: &[&str], bonus: &[&str]| test_case("c", must, actions, bonus);
         let ok = case(&["sem_a"], &["proc_p"], &[]);
         let ck = check_case(&g, &ok);
         assert!(ck.memory_scored(&ok) && !ck.memory_data_error() && ck.action_scored(&ok));

@@ -785,19 +785,7 @@ mod tests {
     use super::*;
 
     fn case(name: &str, must: &[&str], actions: &[&str]) -> TestCase {
-        TestCase {
-            name: name.into(),
-            description: String::new(),
-            sub_queries: vec![serde_json::from_value(
-                serde_json::json!({"priority": 1, "tag": ["x"], "variant": {"Semantic": []}}),
-            )
-            .unwrap()],
-            expected_per_query: vec![],
-            expected_combined_ranking: must.iter().map(|s| s.to_string()).collect(),
-            bonus_combined_ranking: vec![],
-            expected_actions: actions.iter().map(|s| s.to_string()).collect(),
-            expected_abstract: vec![],
-        }
+        super::super::data::test_case(name, must, actions, &[])
     }
 
     fn kind(id: &str) -> Option<NodeKind> {
