@@ -66,10 +66,12 @@ pub fn calibrate_in_place(values: &mut [f32], method: FusionMethod, rrf_k: f64, 
                     .for_each(|x| *x = 0.5);
                 return;
             }
-            // f32 from here: this runs per node and channel on every query (NaN stays NaN).
+            // f32 from here, and absent nodes skipped: this runs per node and channel on every
+            // query.
             let (mean, scale) = (mean as f32, (PROBIT_SLOPE / sd) as f32);
             values
                 .iter_mut()
+                .filter(|x| x.is_finite())
                 .for_each(|x| *x = 1.0 / (1.0 + (-(*x - mean) * scale).exp()));
         }
         FusionMethod::Rrf => {
