@@ -1032,8 +1032,6 @@ fn report(
                         _ => Some(x),
                     });
                 if let Some((pair, sm, v)) = best {
-                    let pct =
-                        |x: Option<f64>| x.map_or("-".into(), |x| format!("{:.1}", 100.0 * x));
                     let must = Summary::ratio(sm.must_hit as f64, sm.scored);
                     let act = Summary::ratio(sm.action_hit as f64, sm.action_scored);
                     bt.push(vec![
@@ -1041,7 +1039,7 @@ fn report(
                         set.clone(),
                         format!("{v:.4}"),
                         pct(must),
-                        sm.recall10().map_or("-".into(), |x| format!("{x:.3}")),
+                        num(sm.recall10()),
                         pct(act),
                         pair.into(),
                     ]);

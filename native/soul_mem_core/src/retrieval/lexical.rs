@@ -107,14 +107,6 @@ impl LexicalIndex {
         Self::default()
     }
 
-    /// Builds the index of every note of `graph`; notes that cannot be indexed are refused
-    /// (returned) and left out. Complexity: O(total text).
-    pub fn build(graph: &MemoryGraph) -> (Self, Refusals) {
-        let mut idx = Self::new();
-        let refused = idx.sync(graph);
-        (idx, refused)
-    }
-
     /// Number of indexed notes.
     pub fn len(&self) -> usize {
         self.live

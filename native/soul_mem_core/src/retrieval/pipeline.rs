@@ -156,25 +156,11 @@ pub fn association_decayed(
     cfg: &AssociationConfig,
     decay: Option<&EdgeDecay>,
 ) -> Result<Vec<(u32, f64)>> {
-    cfg.validate()?;
-    let kind = |i: u32| idx.node(i as usize).map(|m| m.kind);
-    let sources: Vec<(u32, f64)> = seeds
-        .iter()
-        .copied()
-        .filter(|&(i, w)| {
-            matches!(kind(i), Some(k) if k != NodeKind::Procedure) && w.is_finite() && w > 0.0
-        })
-        .collect();
-    if sources.is_empty() || cfg.top_k == 0 {
+    if cfg.top_k == 0 {
+        cfg.validate()?;
         return Ok(Vec::new());
     }
-    let csr = idx.transition_decayed(cfg, decay)?;
-    let params = PprParams {
-        damping: cfg.damping_factor,
-        epsilon: cfg.residue_threshold,
-    };
-    let mut out = idx.with_workspace(|ws| forward_push(&csr, &sources, &params, ws))?;
-    out.retain(|&(i, _)| kind(i) != Some(NodeKind::Procedure));
+    let (mut out, _) = walk(idx, seeds, cfg, decay)?;
     out.truncate(cfg.top_k);
     Ok(out)
 }
@@ -300,6 +286,7 @@ pub fn associate_with_action_decayed(
 }
 
 /// One memory of one sub-query: position, score, stage, seeds, channel bits, path.
+#[derive(Clone)]
 struct Found {
     pos: u32,
     score: f64,
@@ -350,13 +337,16 @@ pub fn seeds_of(
     };
     let fused = fuse_similarity(dense, lexical, &cfg.similarity.fusion);
     let floor = cfg.similarity.similarity_threshold;
-    let mut seeds: Vec<(u32, f64)> = (0..fused.score.len())
+    let candidates = (0..fused.score.len())
         .filter(|&i| passes_floor(&fused, i, floor))
-        .map(|i| (i as u32, f64::from(fused.score[i])))
-        .collect();
-    seeds.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    seeds.truncate(cfg.similarity.max_results);
+        .map(|i| (i as u32, f64::from(fused.score[i])));
+    let seeds = top_k(candidates, cfg.similarity.max_results, by_score);
     (seeds, fused)
+}
+
+/// Best score first, ties by position (a total order: top-k selections are unique).
+fn by_score(a: &(u32, f64), b: &(u32, f64)) -> std::cmp::Ordering {
+    b.1.total_cmp(&a.1).then(a.0.cmp(&b.0))
 }
 
 fn passes_floor(f: &FusedSimilarity, i: usize, floor: f32) -> bool {
@@ -505,12 +495,8 @@ impl DefaultPipeline {
                         mem.insert(
                             f.pos,
                             Found {
-                                pos: f.pos,
                                 score: s,
-                                stage: f.stage,
-                                seeds: f.seeds.clone(),
-                                channels: f.channels,
-                                path: f.path.clone(),
+                                ..f.clone()
                             },
                         );
                     }
@@ -683,7 +669,6 @@ impl DefaultPipeline {
                 scored.push((i as u32, score));
             }
         }
-        let by_score = |a: &(u32, f64), b: &(u32, f64)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
         // Traces are built for the winners only (a path walk per node would cost O(n) each).
         let memories: Vec<Found> = top_k(scored.into_iter(), cfg.max_memories, by_score)
             .into_iter()

@@ -211,6 +211,16 @@ fn div(x: f32, d: f32) -> f32 {
     }
 }
 
+/// The seed's blend of the tag and variant channels over the ones present: the weighted mean
+/// when both are, else whichever is.
+#[inline]
+fn blend(w: &BlendWeights, tag: Option<f32>, variant: Option<f32>) -> Option<f32> {
+    match (tag, variant) {
+        (Some(t), Some(va)) => Some(div(w.tag * t + w.variant * va, w.tag + w.variant)),
+        (t, va) => va.or(t),
+    }
+}
+
 /// The best dot product of probe `p` for the node whose probe row is `vals`; `None` when the
 /// probe was not planned or the node has no rows of its field.
 #[inline]
@@ -334,14 +344,7 @@ impl Prepared<'_> {
     #[inline]
     fn emb_of(&self, idx: &RetrievalIndex, kind: NodeKind, i: usize, rank: usize) -> Option<f32> {
         let (tag, variant) = self.parts_of(idx, kind, i, rank)?;
-        match (tag, variant) {
-            (Some(t), Some(va)) => {
-                let den = self.w.tag + self.w.variant;
-                Some(div(self.w.tag * t + self.w.variant * va, den))
-            }
-            (Some(t), None) => Some(t),
-            (None, va) => va,
-        }
+        blend(self.w, tag, variant)
     }
 
     /// The tag and variant (dense) channels of node `i` apart; `None` for procedures. The tag
@@ -555,11 +558,12 @@ pub struct DenseChannels {
     pub raw: Vec<f32>,
 }
 
-/// Every node's [`DenseChannels`] for `q`. Unlike [`similarity`] nothing is cut: the
-/// calibrated fusion needs each channel's whole distribution.
+/// Every node's [`DenseChannels`] for `q`. Unlike [`similarity`] there is no floor and no
+/// top-k: the calibrated fusion needs each channel's whole distribution. Only the string
+/// channel is skipped for nodes it cannot lift into the best `STRING_POOL` (64) dense scores.
 ///
 /// Complexity: the field scan of [`similarity`] plus O(n) and the string channel over the
-/// nodes with identifiers.
+/// nodes with identifiers that pass that bound.
 pub fn similarity_channels(
     idx: &RetrievalIndex,
     q: &EmbeddedQuery,
@@ -589,11 +593,7 @@ pub fn similarity_channels(
             if let (Some(v), Some(slot)) = (variant, out.dense.get_mut(i)) {
                 *slot = v;
             }
-            let raw = match (tag, variant) {
-                (Some(t), Some(va)) => Some(div(w.tag * t + w.variant * va, w.tag + w.variant)),
-                (t, va) => va.or(t),
-            };
-            if let (Some(r), Some(slot)) = (raw, out.raw.get_mut(i)) {
+            if let (Some(r), Some(slot)) = (blend(w, tag, variant), out.raw.get_mut(i)) {
                 *slot = r;
             }
         }
