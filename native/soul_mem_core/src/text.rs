@@ -91,10 +91,78 @@ pub fn text_queries(text: &str, max_keywords: usize) -> Vec<Value> {
     queries
 }
 
+/// Length (in chars) above which a text is also embedded by passages.
+pub const PASSAGE_MIN_CHARS: usize = 120;
+/// Most chars of one passage (sentences are grouped up to it; a longer sentence is its own).
+pub const PASSAGE_MAX_CHARS: usize = 64;
+
+/// The passages of a long text: its sentences (split after 。！？；!?; and newlines) grouped
+/// in order up to [`PASSAGE_MAX_CHARS`]. Empty for a text of at most [`PASSAGE_MIN_CHARS`]
+/// chars. Why: one embedding of a whole character card averages every detail away, so a
+/// question about one detail (a habit, a nickname) misses it; each passage keeps its detail
+/// findable while the whole text still answers the broad questions. Complexity: O(len).
+pub fn passages(text: &str) -> Vec<String> {
+    if text.chars().count() <= PASSAGE_MIN_CHARS {
+        return Vec::new();
+    }
+    let mut sentences: Vec<String> = Vec::new();
+    let mut cur = String::new();
+    for c in text.chars() {
+        if c != '\n' {
+            cur.push(c);
+        }
+        if matches!(c, '。' | '！' | '？' | '；' | '!' | '?' | ';' | '\n') {
+            let t = cur.trim();
+            if !t.is_empty() {
+                sentences.push(t.to_owned());
+            }
+            cur.clear();
+        }
+    }
+    if !cur.trim().is_empty() {
+        sentences.push(cur.trim().to_owned());
+    }
+    let mut out: Vec<String> = Vec::new();
+    let mut group = String::new();
+    for s in sentences {
+        if !group.is_empty() && group.chars().count() + s.chars().count() > PASSAGE_MAX_CHARS {
+            out.push(std::mem::take(&mut group));
+        }
+        group.push_str(&s);
+    }
+    if !group.is_empty() {
+        out.push(group);
+    }
+    if out.len() < 2 {
+        out.clear();
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn long_texts_split_into_sentence_passages() {
+        assert!(passages("我是小红。我喜欢红茶。").is_empty());
+        let card = "我是小红，住在海边的小镇上。".repeat(4)
+            + "我喜欢红茶，每天下午都要喝一杯！\n"
+            + &"我讨厌下雨天；下雨时我会待在家里看书。".repeat(3);
+        let p = passages(&card);
+        assert!(p.len() >= 3, "{p:?}");
+        // Nothing lost, nothing reordered (the newline is a boundary, not content).
+        assert_eq!(p.concat(), card.replace('\n', ""));
+        for x in &p {
+            let one_sentence = x.matches(['。', '！', '；']).count() <= 1;
+            assert!(
+                x.chars().count() <= PASSAGE_MAX_CHARS || one_sentence,
+                "{x}"
+            );
+        }
+        assert!(p.iter().any(|x| x.contains("红茶")));
+    }
 
     #[test]
     fn segments_chinese_and_mixed_text() {

@@ -171,6 +171,8 @@ fn default_pipeline_traces_memories_and_keeps_actions_separate() {
     .unwrap();
     let mut cfg = PipelineConfig::default();
     cfg.similarity.similarity_threshold = 0.2;
+    // Triggers only here (habit likeness has its own test).
+    cfg.assoc_with_action.habit_match = 0.0;
     let short = ShortContext {
         messages: vec!["a".into(), "b".into(), "c".into()],
         summary: Some("s".into()),
@@ -209,6 +211,35 @@ fn default_pipeline_traces_memories_and_keeps_actions_separate() {
     let json = serde_json::to_value(&r).unwrap();
     assert!(json["memories"][0]["stage"].is_string());
     assert!(json["memories"][0]["kind"].is_string());
+}
+
+#[test]
+fn a_query_describing_a_habit_evokes_it_without_its_trigger_situation() {
+    let idx = index();
+    let e = HashEmbedder::new(128).unwrap();
+    // Nothing here is like s1 or s2 (the triggers): only p2's own text.
+    let q: Vec<SubQuery> = serde_json::from_str(
+        r#"[{"priority":1,"tag":[],"variant":{"Semantic":[{"concept_identifier":"邀请朋友","description":"邀请朋友"}]}}]"#,
+    )
+    .unwrap();
+    let mut cfg = PipelineConfig::default();
+    cfg.similarity.similarity_threshold = 0.2;
+    let r = DefaultPipeline::run_with_embedder(&idx, &q, &e, &cfg, None).unwrap();
+    let p2 = r.actions.iter().find(|a| a.readable_id == "p2");
+    let p2 = p2.unwrap_or_else(|| panic!("{:?}", r.actions));
+    // Found by its likeness alone: it is its own source.
+    assert_eq!(p2.seeds, vec![mid("p2")]);
+    assert_eq!(r.actions[0].readable_id, "p2");
+    // Off: back to triggers alone, and the habits least like the query never come.
+    cfg.assoc_with_action.habit_match = 0.0;
+    let r = DefaultPipeline::run_with_embedder(&idx, &q, &e, &cfg, None).unwrap();
+    assert!(r
+        .actions
+        .iter()
+        .all(|a| a.readable_id != "p2" || a.seeds != vec![mid("p2")]));
+    cfg.assoc_with_action.habit_match = -1.0;
+    let err = DefaultPipeline::run_with_embedder(&idx, &q, &e, &cfg, None).unwrap_err();
+    assert!(err.to_string().contains("habit_match"), "{err}");
 }
 
 #[test]

@@ -174,6 +174,11 @@ pub struct AssociateWithActionConfig {
     /// best-matching situations decide, so a habit linked from many situations does not win
     /// every case by sheer count. > 0. Default 0.1.
     pub source_temperature: f64,
+    /// Weight of a habit's own likeness to the query (its action text against the query's
+    /// texts, calibrated over the character's habits) next to the Bayes evidence of the
+    /// situations: a message that describes the habit itself evokes it even when no trigger
+    /// situation is recalled. 0 leaves actions to Bayes alone. Default 0.5.
+    pub habit_match: f64,
 }
 
 impl Default for AssociateWithActionConfig {
@@ -184,6 +189,7 @@ impl Default for AssociateWithActionConfig {
             action_top_k: 3,
             abstract_source_priority: 2.0,
             source_temperature: 0.1,
+            habit_match: 0.5,
         }
     }
 }
@@ -202,6 +208,11 @@ impl AssociateWithActionConfig {
             self.source_temperature.is_finite() && self.source_temperature > 0.0,
             "source_temperature",
             "must be finite and > 0",
+        )?;
+        check(
+            nonneg(self.habit_match),
+            "habit_match",
+            "must be finite and >= 0",
         )
     }
 }

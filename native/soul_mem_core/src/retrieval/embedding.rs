@@ -469,7 +469,8 @@ pub(crate) fn event_text(initiator: &str, action: &str, target: &str) -> String 
 /// Exactly the texts of `note` that must be embedded (passage side), with the field each
 /// vector fills. Empty texts are left out.
 ///
-/// Semantic: content, each alias, description. Specific situation: narrative, location,
+/// Semantic: content, each alias, description (and its passages when long, see
+/// [`crate::text::passages`]). Specific situation: narrative (and passages), location,
 /// each participant's name and role, each emotion, environment, each event. Abstract
 /// situation: its structured facet in the matching field(s) plus the rendered pattern as
 /// narrative fallback. Procedure: action content. Every kind: each tag.
@@ -487,9 +488,15 @@ pub fn node_texts(note: &MemoryNote) -> Vec<(FieldKind, String)> {
                 add(FieldKind::SemName, a.clone());
             }
             add(FieldKind::SemDescription, s.description.clone());
+            for p in crate::text::passages(&s.description) {
+                add(FieldKind::SemDescription, p);
+            }
         }
         MemoryType::Situation(Situation::SpecificSituation(s)) => {
             add(FieldKind::SitNarrative, s.narrative.clone());
+            for p in crate::text::passages(&s.narrative) {
+                add(FieldKind::SitNarrative, p);
+            }
             let c = &s.context;
             if let Some(l) = &c.location {
                 add(

@@ -12,6 +12,7 @@
 //! per time bucket, and the index keeps the decayed matrix built from it (keyed by the
 //! decay's stamp, patched in place when a few factors change) so queries do not rebuild it.
 
+pub mod actions;
 pub mod config;
 pub mod embedding;
 pub mod fusion;
@@ -22,6 +23,9 @@ pub mod ppr;
 pub mod query;
 pub mod similarity;
 
+pub use actions::{
+    actions_for, actions_from_sources, bayes_actions, habit_likeness, softmax, ActionScore,
+};
 pub use config::{
     AssociateWithActionConfig, AssociationConfig, BayesActionConfig, BlendWeights,
     DefaultPipelineConfig, FusionConfig, FusionMethod, PipelineConfig, ShortOnlyConfig,
@@ -32,9 +36,9 @@ pub use fusion::{calibrate, Channel};
 pub use index::{EdgeDecay, NodeMeta, RetrievalIndex};
 pub use lexical::LexicalIndex;
 pub use pipeline::{
-    actions_from_sources, associate_with_action, associate_with_action_decayed, association,
-    association_by_id, association_decayed, bayes_actions, query_terms, seeds_of, short_only,
-    softmax, DefaultPipeline, PipelineResult, RecalledAction, RecalledMemory, ShortContext, Stage,
+    associate_with_action, associate_with_action_decayed, association, association_by_id,
+    association_decayed, query_terms, seeds_of, short_only, DefaultPipeline, PipelineResult,
+    RecalledAction, RecalledMemory, ShortContext, Stage,
 };
 pub use ppr::{
     edge_weight, forward_push, naive_ppr, Csr, EdgeWeightParams, PprParams, PprWorkspace,

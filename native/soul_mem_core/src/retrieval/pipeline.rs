@@ -1,6 +1,7 @@
 //! Association (PPR), Bayes actions, AssociateWithAction and the DefaultPipeline, with
 //! traced results and the multi-query merge.
 
+use super::actions::{actions_for, actions_from_sources, top, ActionScore};
 use super::config::{
     AssociateWithActionConfig, AssociationConfig, FusionMethod, PipelineConfig, ShortOnlyConfig,
 };
@@ -81,11 +82,13 @@ pub struct RecalledAction {
     pub readable_id: String,
     /// Action text.
     pub content: String,
-    /// Σ prob × source weight (plus priority offset when merged).
+    /// Σ prob × source weight, plus `habit_match` × likeness (plus priority offset when
+    /// merged).
     pub score: f64,
     /// Always [`Stage::Action`].
     pub stage: Stage,
-    /// The source memories whose trigger links led here.
+    /// The source memories whose trigger links led here; the habit itself when its likeness
+    /// to the query alone brought it.
     pub seeds: Vec<MemoryId>,
 }
 
@@ -179,57 +182,6 @@ pub fn association_by_id(
         .into_iter()
         .filter_map(|(i, s)| idx.node(i as usize).map(|m| (m.id, s)))
         .collect())
-}
-
-/// An action candidate: `(procedure, score, source positions)`.
-pub type ActionScore = (u32, f64, Vec<u32>);
-
-/// Bayes actions (seed `RetrBayesAction`): for each source, its trigger→action links into
-/// Procedure nodes; `score += prob × source weight`, summed over sources; best `top_k`.
-/// Semantic sources never trigger actions. Complexity: O(Σ source out-degree + candidates log).
-pub fn bayes_actions(
-    idx: &RetrievalIndex,
-    sources: &[(u32, f64)],
-    top_k: usize,
-) -> Vec<ActionScore> {
-    let mut acc: HashMap<u32, (f64, Vec<u32>)> = HashMap::new();
-    for &(s, w) in sources {
-        let usable = matches!(idx.node(s as usize), Some(m) if m.kind != NodeKind::Semantic);
-        if !usable || !w.is_finite() || w <= 0.0 {
-            continue;
-        }
-        for &(a, prob) in idx.action_edges(s as usize) {
-            let e = acc.entry(a).or_default();
-            e.0 += prob * w;
-            if !e.1.contains(&s) {
-                e.1.push(s);
-            }
-        }
-    }
-    top(
-        acc.into_iter()
-            .map(|(a, (sc, seeds))| (a, sc, seeds))
-            .collect(),
-        top_k,
-    )
-}
-
-fn top(mut v: Vec<ActionScore>, k: usize) -> Vec<ActionScore> {
-    v.retain(|x| x.1.is_finite() && x.1 > 0.0);
-    v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    v.truncate(k);
-    v
-}
-
-/// Numerically stable softmax (max subtracted first). Empty in, empty out.
-pub fn softmax(xs: &[f64]) -> Vec<f64> {
-    let m = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    if !m.is_finite() {
-        return vec![0.0; xs.len()];
-    }
-    let e: Vec<f64> = xs.iter().map(|x| (x - m).exp()).collect();
-    let s: f64 = e.iter().sum();
-    e.into_iter().map(|x| x / s).collect()
 }
 
 /// Result of [`associate_with_action`].
@@ -711,7 +663,7 @@ impl DefaultPipeline {
 
         let awa = &cfg.assoc_with_action;
         let sit_sources = top_k(sit_sources.into_iter(), cfg.max_memories, by_score);
-        let actions = actions_from_sources(idx, &sit_sources, awa);
+        let actions = actions_for(idx, q, &sit_sources, awa, fcfg);
 
         // Self-knowledge: procedures linked from semantic memories (never actions).
         let mut sk: HashMap<u32, (f64, Vec<u32>)> = HashMap::new();
@@ -771,31 +723,6 @@ fn walk(
     let mut out = idx.with_workspace(|ws| forward_push(&csr, &usable, &params, ws))?;
     out.retain(|&(i, _)| idx.kind(i as usize) != Some(NodeKind::Procedure));
     Ok((out, Some(csr)))
-}
-
-/// The action channel from situation sources `(position, score in [0, 1])`: abstract
-/// sources × `abstract_source_priority`, softmax at `source_temperature`, then Bayes over
-/// their trigger→action links (keeping `bayes.top_k`, returning `action_top_k`).
-pub fn actions_from_sources(
-    idx: &RetrievalIndex,
-    sources: &[(u32, f64)],
-    cfg: &AssociateWithActionConfig,
-) -> Vec<ActionScore> {
-    let scaled: Vec<f64> = sources
-        .iter()
-        .map(|&(i, s)| {
-            let s = match idx.kind(i as usize) {
-                Some(NodeKind::AbstractSituation) => s * cfg.abstract_source_priority,
-                _ => s,
-            };
-            s / cfg.source_temperature
-        })
-        .collect();
-    let weights = softmax(&scaled);
-    let weighted: Vec<(u32, f64)> = sources.iter().map(|s| s.0).zip(weights).collect();
-    let mut action = bayes_actions(idx, &weighted, cfg.bayes.top_k);
-    action.truncate(cfg.action_top_k);
-    action
 }
 
 fn union(into: &mut Vec<u32>, from: &[u32]) {
