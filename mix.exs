@@ -27,7 +27,7 @@ defmodule SoulMem.Umbrella.MixProject do
       soul_mem: [
         applications: [soul_mem: :permanent, soul_mem_web: :permanent],
         include_executables_for: [:unix],
-        steps: [:assemble, &copy_demo_character/1]
+        steps: [:assemble, &copy_demo_character/1, &copy_yaws_headers/1]
       ]
     ]
   end
@@ -39,6 +39,17 @@ defmodule SoulMem.Umbrella.MixProject do
     dest = Path.join([release.path, "lib", "soul_mem-#{vsn}", "priv", "characters"])
     File.mkdir_p!(dest)
     File.cp!("fixtures/characters/demo.json", Path.join(dest, "demo.json"))
+    release
+  end
+
+  # yaws compiles a small module at start that includes its own headers;
+  # `mix release` copies ebin and priv only, so the headers come along here.
+  defp copy_yaws_headers(release) do
+    vsn = release.applications[:yaws][:vsn]
+    src = Path.join(:code.lib_dir(:yaws), "include")
+    dest = Path.join([release.path, "lib", "yaws-#{vsn}", "include"])
+    File.mkdir_p!(dest)
+    File.cp_r!(src, dest)
     release
   end
 end

@@ -59,8 +59,22 @@ config :soul_mem,
   llm_model: env_string.("SOUL_MEM_LLM_MODEL", nil),
   window: env_integer.("SOUL_MEM_WINDOW", 12, 1, 10_000),
   idle_after_ms: env_integer.("SOUL_MEM_IDLE_AFTER_MS", 300_000, 0, 86_400_000),
-  demo_token: env_string.("SOUL_MEM_DEMO_TOKEN", "dev-token"),
+  # Only dev and test have a well-known demo token; a release without one makes
+  # a random token at first start (SoulMemWeb.Application) and prints it once.
+  demo_token:
+    env_string.("SOUL_MEM_DEMO_TOKEN", if(config_env() in [:dev, :test], do: "dev-token")),
   similarity_floor: env_float.("SOUL_MEM_SIMILARITY_FLOOR", nil, 0.0, 1.0)
+
+# Browser pages that may open the socket besides the endpoint's own loopback
+# origin (SoulMemWeb.Router.origin_allowed?/2), e.g. "http://192.168.1.5:4000".
+config :soul_mem_web,
+  allowed_origins:
+    "SOUL_MEM_ALLOWED_ORIGINS"
+    |> env_string.("")
+    |> String.split(",", trim: true)
+    |> Enum.map(&(&1 |> String.trim() |> String.trim_trailing("/")))
+    |> Enum.reject(&(&1 == "")),
+  generate_demo_token: config_env() not in [:dev, :test]
 
 # A release serves the chat endpoint on boot (SOUL_MEM_SERVER=false turns it
 # off); `mix` runs serve it only through `mix soul.server` / scripts/run.sh.

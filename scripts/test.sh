@@ -52,6 +52,9 @@ if [[ $part != rust ]]; then
 
   section "mix test"
   MIX_ENV=test mix test --warnings-as-errors </dev/null
+
+  section "release smoke test (test/release_test.sh)"
+  bash test/release_test.sh </dev/null
 fi
 
 step=""

@@ -6,7 +6,7 @@ defmodule SoulMem.RuntimeConfigTest do
 
   @vars ~w(SOUL_MEM_DATA_DIR PORT SOUL_MEM_LLM_BASE_URL SOUL_MEM_LLM_API_KEY
            SOUL_MEM_LLM_MODEL SOUL_MEM_WINDOW SOUL_MEM_IDLE_AFTER_MS SOUL_MEM_DEMO_TOKEN
-           SOUL_MEM_SIMILARITY_FLOOR)
+           SOUL_MEM_SIMILARITY_FLOOR SOUL_MEM_ALLOWED_ORIGINS)
 
   setup do
     saved = Map.new(@vars, &{&1, System.get_env(&1)})
@@ -20,9 +20,26 @@ defmodule SoulMem.RuntimeConfigTest do
     end)
   end
 
-  defp read(env \\ :test) do
+  defp read(env \\ :test, app \\ :soul_mem) do
     path = Path.join(repo_root(), "config/runtime.exs")
-    path |> Config.Reader.read!(env: env, target: :host) |> Keyword.fetch!(:soul_mem)
+    path |> Config.Reader.read!(env: env, target: :host) |> Keyword.fetch!(app)
+  end
+
+  test "only dev and test have a well-known demo token; a release makes its own" do
+    assert read(:dev)[:demo_token] == "dev-token"
+    assert read(:prod)[:demo_token] == nil
+    assert read(:prod, :soul_mem_web)[:generate_demo_token] == true
+    assert read(:test, :soul_mem_web)[:generate_demo_token] == false
+    System.put_env("SOUL_MEM_DEMO_TOKEN", "mine")
+    assert read(:prod)[:demo_token] == "mine"
+  end
+
+  test "allowed socket origins come from a comma-separated list" do
+    assert read(:prod, :soul_mem_web)[:allowed_origins] == []
+    System.put_env("SOUL_MEM_ALLOWED_ORIGINS", " http://192.168.1.5:4000/ ,, https://pc.lan ")
+
+    assert read(:prod, :soul_mem_web)[:allowed_origins] ==
+             ["http://192.168.1.5:4000", "https://pc.lan"]
   end
 
   test "defaults" do

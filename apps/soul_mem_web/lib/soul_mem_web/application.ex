@@ -3,6 +3,8 @@ defmodule SoulMemWeb.Application do
 
   use Application
 
+  require Logger
+
   # The endpoint is served only when configured (`config :soul_mem_web,
   # server: true`, set by `mix soul.server`), so that tests and `mix` tasks of
   # the umbrella never bind the port; tests start it with start_supervised!.
@@ -12,9 +14,35 @@ defmodule SoulMemWeb.Application do
     configured = if is_binary(demo) and demo != "", do: %{"demo" => demo}, else: %{}
 
     children =
-      [{SoulMemWeb.Tokens, configured: configured}] ++
+      [
+        {Registry, keys: :duplicate, name: SoulMemWeb.Tokens.Subscribers},
+        {SoulMemWeb.Tokens, configured: configured}
+      ] ++
         if Application.get_env(:soul_mem_web, :server, false), do: [SoulMemWeb.Endpoint], else: []
 
-    Supervisor.start_link(children, strategy: :one_for_one, name: SoulMemWeb.Supervisor)
+    with {:ok, pid} <-
+           Supervisor.start_link(children, strategy: :one_for_one, name: SoulMemWeb.Supervisor) do
+      if configured == %{} and Application.get_env(:soul_mem_web, :generate_demo_token, false),
+        do: ensure_demo_token()
+
+      {:ok, pid}
+    end
+  end
+
+  # A release has no well-known token: at first start the demo character gets a
+  # random one, stored hashed like any other and shown once, here.
+  defp ensure_demo_token do
+    if "demo" not in SoulMemWeb.Tokens.characters() do
+      case SoulMemWeb.Tokens.create("demo") do
+        {:ok, token} ->
+          IO.puts(
+            "SoulMem: the demo character's token (shown once; revoke with " <>
+              "`mix soul.token --revoke demo`): #{token}"
+          )
+
+        {:error, reason} ->
+          Logger.error("SoulMem: could not create the demo token: #{inspect(reason)}")
+      end
+    end
   end
 end

@@ -144,6 +144,9 @@ defmodule SoulMemWeb.Router do
       not upgrade?(arg) ->
         json_error(Error.new(:invalid_payload, "expected a WebSocket upgrade"))
 
+      not origin_allowed?(header(arg, "origin"), host(arg)) ->
+        json_error(Error.new(:forbidden, "this page's origin may not open the socket"), 403)
+
       not Tokens.known?(token) ->
         json_error(Error.new(:unauthorized, "the socket needs a valid token param"), 403)
 
@@ -162,6 +165,45 @@ defmodule SoulMemWeb.Router do
            {:keepalive_grace_period, 10_000},
            {:drop_on_timeout, true}
          ]}
+    end
+  end
+
+  @loopback_hosts ["localhost", "127.0.0.1", "[::1]"]
+
+  @doc """
+  Whether a WebSocket upgrade carrying `origin` (the `Origin` header, `nil`
+  when absent) to `host` (the `Host` header) may proceed. Browsers always send
+  `Origin`; a client without one (the official phoenix client under Node,
+  curl, services) is not a web page and passes. A browser page passes when it
+  was served by this endpoint under a loopback name (its origin is the
+  request's own `http://host`) or its origin is in `config :soul_mem_web,
+  :allowed_origins` (`SOUL_MEM_ALLOWED_ORIGINS`, comma-separated, for LAN
+  names). Anything else — another site, `null`, a DNS-rebinding name that
+  points at 127.0.0.1 — is refused, so a page the user visits cannot drive a
+  character with a token it guessed or the demo's.
+  """
+  @spec origin_allowed?(String.t() | nil, String.t() | nil) :: boolean()
+  def origin_allowed?(nil, _host), do: true
+
+  def origin_allowed?(origin, host) do
+    origin = origin |> String.trim() |> String.downcase() |> String.trim_trailing("/")
+    allowed = Application.get_env(:soul_mem_web, :allowed_origins, [])
+
+    origin in Enum.map(allowed, &String.downcase/1) or same_loopback_origin?(origin, host)
+  end
+
+  defp same_loopback_origin?(origin, host) when is_binary(host) do
+    host = String.downcase(host)
+    name = host |> String.replace(~r/:\d+$/, "")
+    name in @loopback_hosts and origin == "http://" <> host
+  end
+
+  defp same_loopback_origin?(_origin, _host), do: false
+
+  defp host(arg) do
+    case Yaws.arg(arg, :headers) |> Yaws.headers(:host) do
+      host when is_list(host) or is_binary(host) -> :erlang.iolist_to_binary(host)
+      _ -> nil
     end
   end
 

@@ -11,7 +11,9 @@ defmodule SoulMemWeb.Socket do
   the channel; `heartbeat` on topic `phoenix` is answered. Other events are
   the operations of `SoulMemWeb.Operations`, answered with `phx_reply`.
   The character's `summary_updated` and `consolidated` events are pushed to
-  every channel of that character.
+  every channel of that character. A channel whose token is revoked is
+  closed (`phx_close`) when the token store says so, and refused at its
+  next push in any case.
 
   yaws closes the whole socket (1011, nothing logged) when a callback
   raises, so every callback is wrapped: a failing handler answers that one
@@ -31,7 +33,9 @@ defmodule SoulMemWeb.Socket do
   @typedoc "The connection's state."
   @type state :: %{
           token: String.t() | nil,
-          channels: %{String.t() => %{join_ref: String.t() | nil, character: String.t()}},
+          channels: %{
+            String.t() => %{join_ref: String.t() | nil, character: String.t(), token: term()}
+          },
           characters: %{String.t() => %{pid: pid(), mref: reference()}}
         }
 
@@ -40,6 +44,7 @@ defmodule SoulMemWeb.Socket do
   @doc "yaws callback: the initial state, from the router's `%{token: token}`."
   @spec init([term()]) :: {:ok, state()}
   def init([_arg, %{token: token}]) do
+    :ok = Tokens.subscribe()
     {:ok, %{token: token, channels: %{}, characters: %{}}}
   end
 
@@ -98,8 +103,14 @@ defmodule SoulMemWeb.Socket do
 
   defp handle_frame(%Message{topic: topic, join_ref: join_ref} = m, state) do
     case state.channels do
-      %{^topic => %{join_ref: ^join_ref, character: character}} ->
-        run(m, character, state)
+      %{^topic => %{join_ref: ^join_ref, character: character, token: token}} ->
+        # A revoked token stops at the next push, whatever the notification's timing.
+        if Tokens.verify(character, token) do
+          run(m, character, state)
+        else
+          {frames, state} = close_revoked(state)
+          {:reply, [reply_error(m, Error.new(:unauthorized)) | frames], state}
+        end
 
       _ ->
         {:reply, [reply_error(m, Error.new(:unmatched_topic, "join #{topic} first"))], state}
@@ -119,7 +130,8 @@ defmodule SoulMemWeb.Socket do
           _ -> []
         end
 
-      channels = Map.put(state.channels, topic, %{join_ref: m.join_ref, character: character})
+      channels =
+        Map.put(state.channels, topic, %{join_ref: m.join_ref, character: character, token: token})
 
       {:reply, closed ++ [reply_ok(m, %{"character" => character})],
        %{state | channels: channels}}
@@ -235,7 +247,26 @@ defmodule SoulMemWeb.Socket do
     {:noreply, %{state | characters: characters}}
   end
 
+  defp info({Tokens, :changed}, state) do
+    case close_revoked(state) do
+      {[], state} -> {:noreply, state}
+      {frames, state} -> {:reply, frames, state}
+    end
+  end
+
   defp info(_other, state), do: {:noreply, state}
+
+  # Closes (phx_close) every channel whose token no longer opens its character.
+  defp close_revoked(state) do
+    revoked =
+      for {topic, ch} <- state.channels, not Tokens.verify(ch.character, ch.token), do: topic
+
+    Enum.reduce(revoked, {[], state}, fn topic, {frames, state} ->
+      {channel, channels} = Map.pop(state.channels, topic)
+      state = unsubscribe(%{state | channels: channels}, channel.character)
+      {frames ++ [text(Protocol.close(channel.join_ref, topic))], state}
+    end)
+  end
 
   ## Helpers
 

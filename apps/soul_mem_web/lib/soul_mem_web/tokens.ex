@@ -16,7 +16,9 @@ defmodule SoulMemWeb.Tokens do
 
   Lookups read a protected ETS table (no process in the way of 200 sockets
   joining at once); writes go through this process, which also reloads the
-  file when another VM (`mix soul.token`) changed it.
+  file when another VM (`mix soul.token`) changed it (checked every second)
+  and tells subscribers (`subscribe/0`: the sockets) after every change, so
+  a revoke closes joined channels at once.
   """
 
   use GenServer
@@ -25,6 +27,7 @@ defmodule SoulMemWeb.Tokens do
   @file_name "web_tokens.json"
   @token_bytes 32
   @max_token_bytes 512
+  @check_file_ms 1_000
 
   @typedoc "A character id."
   @type character :: String.t()
@@ -116,6 +119,18 @@ defmodule SoulMemWeb.Tokens do
 
   def known?(_token), do: false
 
+  @doc """
+  Subscribes the calling process to token changes: after every change (a
+  create, a revoke, the file changed by another VM) it receives
+  `{SoulMemWeb.Tokens, :changed}` and re-checks what it holds (sockets
+  close the channels whose token no longer opens their character).
+  """
+  @spec subscribe() :: :ok
+  def subscribe do
+    {:ok, _} = Registry.register(SoulMemWeb.Tokens.Subscribers, :changed, nil)
+    :ok
+  end
+
   @doc "The characters that have at least one token, sorted."
   @spec characters() :: [character()]
   def characters do
@@ -129,6 +144,20 @@ defmodule SoulMemWeb.Tokens do
   @doc "The file the stored tokens live in, for `data_dir`."
   @spec path(Path.t()) :: Path.t()
   def path(data_dir), do: Path.join(data_dir, @file_name)
+
+  @doc """
+  Removes every stored token of `character_id` straight from the file under
+  `data_dir` (`mix soul.token --revoke`): a node serving from that data dir
+  notices within a second and closes the character's joined channels.
+  """
+  @spec revoke_offline(Path.t(), character()) :: :ok | {:error, term()}
+  def revoke_offline(data_dir, character_id) when is_binary(character_id) do
+    with {:ok, stored} <- read_file(path(data_dir)) do
+      if Map.has_key?(stored, character_id),
+        do: write_file(path(data_dir), Map.delete(stored, character_id)),
+        else: :ok
+    end
+  end
 
   @doc """
   Adds a token for `character_id` straight to the file under `data_dir`
@@ -162,6 +191,7 @@ defmodule SoulMemWeb.Tokens do
         configured = Map.new(opts[:configured], fn {id, token} -> {id, hash(token)} end)
         state = %{file: file, stored: stored, configured: configured, mtime: mtime(file)}
         publish(state)
+        schedule_check()
         {:ok, state}
 
       {:error, reason} ->
@@ -184,17 +214,35 @@ defmodule SoulMemWeb.Tokens do
   end
 
   def handle_call(:reload_if_changed, _from, state) do
+    {result, state} = reload_if_changed(state)
+    {:reply, result, state}
+  end
+
+  # The file is the source of truth shared with other VMs (`mix soul.token`):
+  # a change there (a revoke) takes effect within a second.
+  @impl true
+  def handle_info(:check_file, state) do
+    {_, state} = reload_if_changed(state)
+    schedule_check()
+    {:noreply, state}
+  end
+
+  def handle_info(_other, state), do: {:noreply, state}
+
+  defp reload_if_changed(state) do
     mtime = mtime(state.file)
 
     with true <- mtime != state.mtime,
          {:ok, stored} <- read_file(state.file) do
       state = %{state | stored: stored, mtime: mtime}
       publish(state)
-      {:reply, :reloaded, state}
+      {:reloaded, state}
     else
-      _ -> {:reply, :unchanged, state}
+      _ -> {:unchanged, state}
     end
   end
+
+  defp schedule_check, do: Process.send_after(self(), :check_file, @check_file_ms)
 
   defp save(state, stored) do
     case write_file(state.file, stored) do
@@ -218,6 +266,10 @@ defmodule SoulMemWeb.Tokens do
 
     :ets.delete_all_objects(@table)
     :ets.insert(@table, Enum.to_list(rows))
+
+    Registry.dispatch(SoulMemWeb.Tokens.Subscribers, :changed, fn entries ->
+      for {pid, _} <- entries, do: send(pid, {__MODULE__, :changed})
+    end)
   end
 
   ## Helpers
@@ -236,8 +288,12 @@ defmodule SoulMemWeb.Tokens do
 
   defp hash(token), do: :crypto.hash(:sha256, token)
 
-  defp valid_character?(id),
-    do: is_binary(id) and id != "" and byte_size(id) <= 128 and String.valid?(id)
+  # A name a person can read back: not blank, no control characters (a
+  # whitespace-only id got a token once and then failed every call).
+  defp valid_character?(id) do
+    is_binary(id) and byte_size(id) <= 128 and String.valid?(id) and String.trim(id) != "" and
+      not String.match?(id, ~r/[[:cntrl:]]/u)
+  end
 
   defp mtime(file) do
     case File.stat(file, time: :posix) do

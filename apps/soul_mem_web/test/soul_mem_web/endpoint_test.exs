@@ -118,6 +118,45 @@ defmodule SoulMemWeb.EndpointTest do
     assert %{"error" => %{"code" => "unauthorized"}} = SoulMem.JSON.decode!(body)
   end
 
+  test "the socket refuses a page from another origin, whatever its token", %{base: base} do
+    headers = fn origin ->
+      [
+        {~c"connection", ~c"Upgrade"},
+        {~c"upgrade", ~c"websocket"},
+        {~c"sec-websocket-version", ~c"13"},
+        {~c"sec-websocket-key", ~c"dGhlIHNhbXBsZSBub25jZQ=="},
+        {~c"origin", to_charlist(origin)}
+      ]
+    end
+
+    url = base <> "/socket/websocket?vsn=2.0.0&token=dev-token"
+
+    for origin <- ["http://evil.example", "null", "http://localhost.evil.example:4000"] do
+      assert {403, _, body} = get(url, headers.(origin))
+      assert %{"error" => %{"code" => "forbidden", "message" => msg}} = SoulMem.JSON.decode!(body)
+      assert msg =~ "origin"
+    end
+  end
+
+  test "origins: none (not a browser), the endpoint's own loopback origin, or the allow-list" do
+    alias SoulMemWeb.Router
+    assert Router.origin_allowed?(nil, "127.0.0.1:4000")
+    assert Router.origin_allowed?("http://127.0.0.1:4000", "127.0.0.1:4000")
+    assert Router.origin_allowed?("http://localhost:4000/", "localhost:4000")
+    assert Router.origin_allowed?("http://[::1]:4000", "[::1]:4000")
+    refute Router.origin_allowed?("http://127.0.0.1:4001", "127.0.0.1:4000")
+    refute Router.origin_allowed?("http://evil.example", "127.0.0.1:4000")
+    # DNS rebinding: a name of the attacker's that resolves to 127.0.0.1.
+    refute Router.origin_allowed?("http://evil.example:4000", "evil.example:4000")
+    refute Router.origin_allowed?("null", "127.0.0.1:4000")
+    refute Router.origin_allowed?("http://127.0.0.1:4000", nil)
+
+    Application.put_env(:soul_mem_web, :allowed_origins, ["http://PC.lan:4000"])
+    on_exit(fn -> Application.delete_env(:soul_mem_web, :allowed_origins) end)
+    assert Router.origin_allowed?("http://pc.lan:4000", "pc.lan:4000")
+    refute Router.origin_allowed?("http://pc.lan:4001", "pc.lan:4001")
+  end
+
   describe "notes, export and import" do
     setup do
       id = "web-#{System.unique_integer([:positive])}"

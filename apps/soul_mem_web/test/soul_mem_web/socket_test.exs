@@ -42,6 +42,38 @@ defmodule SoulMemWeb.SocketTest do
     {reply, state}
   end
 
+  test "a revoke closes joined channels at once and refuses their next push",
+       %{state: state, topic: topic, id: id} do
+    {["1", "1", ^topic, "phx_reply", %{"status" => "ok"}], state} = join(state, topic)
+    :ok = Tokens.revoke(id)
+    # The socket process (this test process) is told by the token store.
+    assert_receive {Tokens, :changed} = note
+    assert {:reply, [{:text, close}], state} = Socket.handle_info(note, state)
+    assert ["1", _, ^topic, "phx_close", %{}] = SoulMem.JSON.decode!(close)
+
+    {[reply], _state} =
+      send_frame(state, ["1", "2", topic, "message", %{"role" => "user", "text" => "还在吗"}])
+
+    assert ["1", "2", ^topic, "phx_reply", %{"status" => "error"}] = reply
+  end
+
+  test "a revoke between notifications still stops the next push",
+       %{state: state, topic: topic, id: id} do
+    {_, state} = join(state, topic)
+    :ok = Tokens.revoke(id)
+
+    {[reply | _], _state} =
+      send_frame(state, ["1", "2", topic, "message", %{"role" => "user", "text" => "还在吗"}])
+
+    assert [
+             "1",
+             "2",
+             ^topic,
+             "phx_reply",
+             %{"status" => "error", "response" => %{"reason" => "unauthorized"}}
+           ] = reply
+  end
+
   test "join, push, leave", %{state: state, topic: topic, id: id} do
     {reply, state} = join(state, topic)
 

@@ -52,6 +52,17 @@ defmodule SoulMemWeb.TokensTest do
     refute Tokens.verify(id, t2)
   end
 
+  test "a revoke by another VM (mix soul.token --revoke) takes effect within a second" do
+    id = unique("tok-offline-revoke")
+    {:ok, token} = Tokens.create(id)
+    assert Tokens.verify(id, token)
+    :ok = Tokens.subscribe()
+    :ok = Tokens.revoke_offline(Application.fetch_env!(:soul_mem, :data_dir), id)
+    # Noticed by the store's own file check, not by a failing lookup.
+    assert_receive {Tokens, :changed}, 3_000
+    refute Tokens.verify(id, token)
+  end
+
   test "a token written by another VM (mix soul.token) is picked up" do
     id = unique("tok-offline")
     {:ok, token} = Tokens.create_offline(Application.fetch_env!(:soul_mem, :data_dir), id)
@@ -68,6 +79,9 @@ defmodule SoulMemWeb.TokensTest do
 
   test "bad ids and tokens are refused" do
     assert {:error, :invalid_character} = Tokens.create("")
+    assert {:error, :invalid_character} = Tokens.create("   ")
+    assert {:error, :invalid_character} = Tokens.create("a\u0000b")
+    assert {:error, :invalid_character} = Tokens.create("line\nbreak")
     assert {:error, :invalid_character} = Tokens.create(String.duplicate("x", 200))
     assert {:error, :invalid_token} = Tokens.put_configured("x", "")
   end

@@ -1,15 +1,18 @@
 defmodule Mix.Tasks.Soul.Token do
-  @shortdoc "Creates an access token for a character of the chat endpoint"
+  @shortdoc "Creates or revokes access tokens of a character of the chat endpoint"
 
   @moduledoc """
   Creates a new access token for a character and prints it (the only time
   it is shown; only its SHA-256 is stored, in `<data_dir>/web_tokens.json`).
 
       mix soul.token CHARACTER
+      mix soul.token --revoke CHARACTER
 
-  A running endpoint picks the new token up at its next use. In a remote
-  shell of a running node, `SoulMemWeb.Tokens.create("CHARACTER")` does the
-  same; `SoulMemWeb.Tokens.revoke("CHARACTER")` ends a character's tokens.
+  Both work on the token file a running node serves from (same data dir):
+  the node notices a change within a second — a new token opens the
+  character, a revoke refuses the next request and closes the character's
+  joined channels. In a remote shell of a running node,
+  `SoulMemWeb.Tokens.create/1` and `SoulMemWeb.Tokens.revoke/1` do the same.
   """
 
   use Mix.Task
@@ -19,6 +22,14 @@ defmodule Mix.Tasks.Soul.Token do
   @impl Mix.Task
   def run(args) do
     case args do
+      ["--revoke", character] ->
+        data_dir = Application.fetch_env!(:soul_mem, :data_dir)
+
+        case SoulMemWeb.Tokens.revoke_offline(data_dir, character) do
+          :ok -> Mix.shell().info("revoked every token of #{character}")
+          {:error, reason} -> Mix.raise("cannot revoke: #{inspect(reason)}")
+        end
+
       [character] ->
         data_dir = Application.fetch_env!(:soul_mem, :data_dir)
 
@@ -28,7 +39,7 @@ defmodule Mix.Tasks.Soul.Token do
         end
 
       _ ->
-        Mix.raise("usage: mix soul.token CHARACTER")
+        Mix.raise("usage: mix soul.token CHARACTER | mix soul.token --revoke CHARACTER")
     end
   end
 end
