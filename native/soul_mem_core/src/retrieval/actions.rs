@@ -16,9 +16,9 @@ use super::embedding::{FieldKind, FieldProbe, QVec};
 use super::fusion::calibrate_in_place;
 use super::index::RetrievalIndex;
 use super::query::{EmbeddedQuery, EmbeddedVariant};
-use super::similarity::top_k;
+use super::similarity::{by_score, top_k};
 use crate::model::NodeKind;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// An action candidate: `(procedure, score, source positions)`.
 pub type ActionScore = (u32, f64, Vec<u32>);
@@ -172,16 +172,13 @@ pub fn actions_for(
     }
     // Habits no trigger reached compete by likeness alone; only the best few can place.
     // Found by its own likeness, a habit is its own source (like a similarity hit).
-    let by_likeness = like
-        .iter()
-        .enumerate()
-        .filter(|(_, l)| l.is_finite() && **l > 0.5)
-        .map(|(a, _)| (a as u32, evidence(a as u32)))
-        .filter(|(a, _)| !acc.iter().any(|x| x.0 == *a));
+    let reached: HashSet<u32> = acc.iter().map(|x| x.0).collect();
+    let by_likeness = (0..like.len() as u32)
+        .filter(|a| !reached.contains(a))
+        .map(|a| (a, evidence(a)))
+        .filter(|&(_, e)| e > 0.0);
     let keep = cfg.bayes.top_k.min(cfg.action_top_k);
-    for (a, e) in top_k(by_likeness, keep, |x: &(u32, f64), y: &(u32, f64)| {
-        y.1.total_cmp(&x.1).then(x.0.cmp(&y.0))
-    }) {
+    for (a, e) in top_k(by_likeness, keep, by_score) {
         acc.push((a, e, vec![a]));
     }
     let mut v = top(acc, cfg.bayes.top_k);

@@ -12,7 +12,7 @@ use super::fusion::{
 use super::index::{EdgeDecay, RetrievalIndex};
 use super::ppr::{forward_push, Csr, PprParams};
 use super::query::{embed_query, EmbeddedQuery, QueryTexts, QueryVectors, SubQuery};
-use super::similarity::{similarity_channels, top_k};
+use super::similarity::{by_score, similarity_channels, top_k};
 use crate::error::{Error, Result};
 use crate::model::{MemoryId, NodeKind};
 use serde::{Deserialize, Serialize, Serializer};
@@ -294,11 +294,6 @@ pub fn seeds_of(
         .map(|i| (i as u32, f64::from(fused.score[i])));
     let seeds = top_k(candidates, cfg.similarity.max_results, by_score);
     (seeds, fused)
-}
-
-/// Best score first, ties by position (a total order: top-k selections are unique).
-fn by_score(a: &(u32, f64), b: &(u32, f64)) -> std::cmp::Ordering {
-    b.1.total_cmp(&a.1).then(a.0.cmp(&b.0))
 }
 
 fn passes_floor(f: &FusedSimilarity, i: usize, floor: f32) -> bool {

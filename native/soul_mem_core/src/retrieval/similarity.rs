@@ -768,6 +768,11 @@ fn push_top<T: Copy>(buf: &mut Vec<T>, k: usize, x: T, cmp: impl Fn(&T, &T) -> s
     buf.truncate(k);
 }
 
+/// Best score first, ties by position (a total order: top-k selections are unique).
+pub(crate) fn by_score(a: &(u32, f64), b: &(u32, f64)) -> std::cmp::Ordering {
+    b.1.total_cmp(&a.1).then(a.0.cmp(&b.0))
+}
+
 /// Up to this k, [`top_k`] keeps a sorted buffer (one comparison per item for most items);
 /// above, it selects in O(n) after collecting.
 const SMALL_K: usize = 64;
