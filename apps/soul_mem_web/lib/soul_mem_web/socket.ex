@@ -141,13 +141,11 @@ defmodule SoulMemWeb.Socket do
   end
 
   defp leave(%Message{topic: topic} = m, state) do
-    case Map.pop(state.channels, topic) do
-      {nil, _} ->
-        {:reply, [reply_error(m, Error.new(:unmatched_topic, "#{topic} is not joined"))], state}
-
-      {channel, channels} ->
-        state = unsubscribe(%{state | channels: channels}, channel.character)
-        {:reply, [reply_ok(m, %{}), text(Protocol.close(channel.join_ref, topic))], state}
+    if Map.has_key?(state.channels, topic) do
+      {close, state} = drop_channel(state, topic)
+      {:reply, [reply_ok(m, %{}), close], state}
+    else
+      {:reply, [reply_error(m, Error.new(:unmatched_topic, "#{topic} is not joined"))], state}
     end
   end
 
@@ -261,11 +259,15 @@ defmodule SoulMemWeb.Socket do
     revoked =
       for {topic, ch} <- state.channels, not Tokens.verify(ch.character, ch.token), do: topic
 
-    Enum.reduce(revoked, {[], state}, fn topic, {frames, state} ->
-      {channel, channels} = Map.pop(state.channels, topic)
-      state = unsubscribe(%{state | channels: channels}, channel.character)
-      {frames ++ [text(Protocol.close(channel.join_ref, topic))], state}
-    end)
+    Enum.map_reduce(revoked, state, &drop_channel(&2, &1))
+  end
+
+  # Ends a joined channel: forgets it, unsubscribes from its character when no
+  # other channel needs it, and returns the phx_close frame to send.
+  defp drop_channel(state, topic) do
+    {channel, channels} = Map.pop!(state.channels, topic)
+    state = unsubscribe(%{state | channels: channels}, channel.character)
+    {text(Protocol.close(channel.join_ref, topic)), state}
   end
 
   ## Helpers
