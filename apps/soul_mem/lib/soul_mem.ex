@@ -55,7 +55,8 @@ defmodule SoulMem do
           core: [map()],
           window: [SoulMem.Window.message()],
           summary: String.t(),
-          context: String.t()
+          context: String.t(),
+          embedding: :model | :hash | :partial | :none
         }
 
   @doc """
@@ -76,7 +77,13 @@ defmodule SoulMem do
   memories only), `:forgetting` — lazy forgetting (`SoulMem.Forgetting`):
   `enabled:` (default `true`), `config:` (parameter overrides), `llm:`
   (options for the revision calls; default the character's LLM options,
-  else the application env), `llm_timeout:`, `max_concurrency:`, `now:`.
+  else the application env), `budget:` (ms a recall waits for revisions,
+  default 1000), `llm_timeout:`, `max_concurrency:`, `now:`.
+
+  The result's `:embedding` says what recall compared with: `:model`,
+  `:hash`, `:partial` (a large graph is still being embedded with the model
+  in the background; until it is, recall uses the lexical hash index) or
+  `:none`.
 
   Each recalled memory's `:content` is what the character sees after
   forgetting (the original, its masked text, or an LLM revision cached per
@@ -124,7 +131,8 @@ defmodule SoulMem do
          core: core,
          window: snap.window,
          summary: snap.summary,
-         context: context
+         context: context,
+         embedding: Map.get(snap, :embedding, :none)
        }}
     end
   end
@@ -203,7 +211,7 @@ defmodule SoulMem do
 
   # Lazy forgetting on recall (SoulMem.Forgetting): options `:enabled` (default true),
   # `:config` (parameter overrides), `:llm` (default: the character's, from the recall
-  # snapshot when it carries them, else the application env), `:llm_timeout`,
+  # snapshot when it carries them, else the application env), `:budget`, `:llm_timeout`,
   # `:max_concurrency`, `:now`.
   defp forgetting_opts(opts) do
     Keyword.validate!(opts, [
@@ -211,6 +219,7 @@ defmodule SoulMem do
       :now,
       :llm_timeout,
       :max_concurrency,
+      :budget,
       enabled: true,
       config: []
     ])
@@ -265,7 +274,9 @@ defmodule SoulMem do
 
       queries = request.queries ++ if(text, do: retrieval.text_queries(text), else: [])
 
-      if queries == [] do
+      # Without queries there is nothing to find, but options are still
+      # checked: a bad one is an error whatever the request.
+      if queries == [] and (config || %{}) == %{} do
         {:ok, %{memories: [], actions: [], core: nil}}
       else
         short = %{messages: Enum.map(snap.window, & &1.text), summary: snap.summary}

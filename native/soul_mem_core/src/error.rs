@@ -19,6 +19,16 @@ pub enum Error {
         /// Position of the second occurrence in the input, when known.
         index: Option<usize>,
     },
+    /// A value that must be unique (a note's UUID, a link id) occurs twice.
+    #[error("node {node:?} field {field}: {value} is used twice")]
+    DuplicateField {
+        /// The node (or row) holding the second occurrence.
+        node: String,
+        /// Dotted path of the field.
+        field: String,
+        /// The repeated value.
+        value: String,
+    },
     /// A link names a node that does not exist (and the import was declared complete).
     #[error("node {node:?}: link to missing id {target:?}")]
     MissingLinkTarget {
@@ -141,7 +151,7 @@ impl Error {
     pub fn kind(&self) -> &'static str {
         match self {
             Error::InvalidJson(_) => "invalid_json",
-            Error::DuplicateId { .. } => "duplicate_id",
+            Error::DuplicateId { .. } | Error::DuplicateField { .. } => "duplicate_id",
             Error::MissingLinkTarget { .. } => "missing_link_target",
             Error::InvalidValue { .. } => "invalid_value",
             Error::InvalidTimestamp { .. } => "invalid_timestamp",

@@ -5,6 +5,7 @@
 pub mod cache;
 pub mod consolidate;
 pub mod embed;
+pub mod embedder;
 pub mod engine;
 pub mod error;
 pub mod forget;

@@ -71,6 +71,17 @@ fn embedder_info<'a>(env: Env<'a>) -> Term<'a> {
     ok_or_error(env, result)
 }
 
+/// Sends `{:soul_mem_embed_progress, done, total}` to `progress`. A dead receiver is not an
+/// error: the embedding still completes.
+fn reporter(env: Env<'_>, progress: LocalPid) -> impl Fn(usize, usize) + '_ {
+    move |done, total| {
+        let _ = env.send(
+            &progress,
+            (atoms::soul_mem_embed_progress(), done, total).encode(env),
+        );
+    }
+}
+
 /// Embeds every note of the graph with the loaded model (`"model"`) or the lexical hash
 /// embedder (`"hash"`), sending `{:soul_mem_embed_progress, done, total}` to `progress`.
 #[rustler::nif(schedule = "DirtyCpu")]
@@ -87,16 +98,26 @@ fn graph_embed<'a>(env: Env<'a>, handle: Handle, embedder: String, progress: Loc
     };
     let result = choice.and_then(|choice| {
         let name = choice.name();
-        let report = |done: usize, total: usize| {
-            // A dead receiver is not an error: the embedding still completes.
-            let _ = env.send(
-                &progress,
-                (atoms::soul_mem_embed_progress(), done, total).encode(env),
-            );
-        };
+        let report = reporter(env, progress);
         let mut engine = handle.write()?;
         engine.embed_all(choice, &report)?;
         Ok(name)
+    });
+    ok_or_error(env, result)
+}
+
+/// Embeds the graph's passage texts that the loaded model's cache lacks, ahead of
+/// `graph_embed`: the texts are read under the engine's read lock, which is released before
+/// anything is computed, then embedded in chunks of `chunk` on the bulk pool (one core, low
+/// priority), with `{:soul_mem_embed_progress, done, total}` sent to `progress` after each.
+/// Returns how many texts were computed. DirtyIo: the work runs on the bulk pool's thread, so
+/// a long prefill occupies no dirty CPU scheduler that recalls need.
+#[rustler::nif(schedule = "DirtyIo")]
+fn graph_prefill<'a>(env: Env<'a>, handle: Handle, chunk: usize, progress: LocalPid) -> Term<'a> {
+    let result = loaded_model().and_then(|model| {
+        let texts = handle.read()?.passage_texts();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        Ok(model.prefill(&refs, chunk, &reporter(env, progress))?)
     });
     ok_or_error(env, result)
 }

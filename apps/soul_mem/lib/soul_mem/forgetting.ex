@@ -23,7 +23,10 @@ defmodule SoulMem.Forgetting do
       engine for the degree's band (`floor(md × 10)`), so the LLM is asked
       again only when forgetting moves to another band. When the LLM fails,
       the character sees the masked text (`:mask_only`) and the next recall
-      tries again.
+      tries again. A recall waits for revisions at most a short budget
+      (`:budget`, default 1 s): past it the character sees the masked text,
+      and the revision goes on in the background, for the next recall (which
+      waits on it rather than asking the LLM a second time).
 
   The original text is never put in the character's context; it stays in the
   graph and in the note's forgetting state (`state/2`) for operators.
@@ -75,7 +78,7 @@ defmodule SoulMem.Forgetting do
           updated_at: String.t()
         }
 
-  @apply_opts [:llm, :now, config: [], max_concurrency: 4, llm_timeout: 20_000]
+  @apply_opts [:llm, :now, :budget, config: [], max_concurrency: 4, llm_timeout: 20_000]
 
   @doc """
   The effective forgetting parameters: the application env `:forgetting`
@@ -175,27 +178,33 @@ defmodule SoulMem.Forgetting do
   Applies lazy forgetting to recalled memory items (maps with at least `:id`
   and `:content`, as returned by `SoulMem.Retrieval.run/3`): each item's
   `:content` becomes what the character sees (unchanged for `:no_action`)
-  and it gains `:forgetting` (`t:info/0`). Revisions due are asked of the LLM in parallel (system
-  prompt from the core, in the character's voice) and cached per band; a
-  failed or timed-out call leaves the masked text (`:mask_only`).
+  and it gains `:forgetting` (`t:info/0`). Revisions due are asked of the
+  LLM in parallel (system prompt from the core, in the character's voice)
+  and cached per band; a failed call, or one still running when the budget
+  is spent, leaves the masked text (`:mask_only`). A revision still running
+  goes on in the background and is cached when it lands; one note is never
+  revised by two calls at once.
 
-  Options: `:llm` — options for `SoulMem.LLM.chat/2` (the character's; one
-  attempt by default, `retries:` overrides); `:llm_timeout` — ms per
-  revision (default 20000); `:max_concurrency` (default 4); `:now`;
-  `:config` — parameter overrides.
+  Options: `:budget` — ms the recall waits for revisions (default app env
+  `:forget_budget_ms`, 1000); `:llm` — options for `SoulMem.LLM.chat/2`
+  (the character's; one attempt by default, `retries:` overrides);
+  `:llm_timeout` — ms a revision may take in the background (default
+  20000); `:max_concurrency` — most revisions started by one recall
+  (default 4; the rest wait for a later recall); `:now`; `:config` —
+  parameter overrides.
   """
   @spec on_recall(Memory.t(), [map()], keyword()) :: {:ok, [map()]} | {:error, Error.t()}
   def on_recall(%Memory{} = memory, items, opts \\ []) when is_list(items) do
     opts = Keyword.validate!(opts, @apply_opts)
     now = opts[:now] || DateTime.utc_now()
     view_opts = [now: now, config: opts[:config]]
+    ids = Enum.map(items, & &1.id)
 
-    with {:ok, views} <- view(memory, Enum.map(items, & &1.id), view_opts) do
-      revised = revise(memory, Enum.filter(views, & &1["needs_revision"]), view_opts, opts)
-
+    with {:ok, views} <- view(memory, ids, view_opts),
+         {:ok, views} <- revise(memory, ids, views, view_opts, opts) do
       {:ok,
        Enum.zip_with(items, views, fn item, v ->
-         {content, action} = seen(item, v, Map.fetch(revised, v["id"]))
+         {content, action} = seen(item, v)
 
          item
          |> Map.put(:content, content)
@@ -209,47 +218,74 @@ defmodule SoulMem.Forgetting do
   end
 
   # What the character sees of a view and the action that produced it: a memory that did not
-  # forget keeps the content retrieval gave it; a due revision that failed leaves the masked
-  # text (MaskOnly); a cached one counts as Revised.
-  defp seen(item, %{"action" => "NoAction"}, _), do: {item.content, :no_action}
-  defp seen(_item, %{"action" => "MaskOnly"} = v, _), do: {v["visible_text"], :mask_only}
-  defp seen(_item, %{"action" => "Revised"}, {:ok, text}), do: {text, :revised}
-  defp seen(_item, %{"needs_revision" => true} = v, :error), do: {v["visible_text"], :mask_only}
-  defp seen(_item, v, :error), do: {v["visible_text"], :revised}
+  # forget keeps the content retrieval gave it; a revision still due (failed or not landed in
+  # time) leaves the masked text (MaskOnly); a cached one counts as Revised.
+  defp seen(item, %{"action" => "NoAction"}), do: {item.content, :no_action}
+  defp seen(_item, %{"action" => "MaskOnly"} = v), do: {v["visible_text"], :mask_only}
+  defp seen(_item, %{"needs_revision" => true} = v), do: {v["visible_text"], :mask_only}
+  defp seen(_item, v), do: {v["visible_text"], :revised}
 
-  # Asks the LLM for every due revision, in parallel; returns %{id => visible text} for the
-  # ones that succeeded and were stored.
-  defp revise(_memory, [], _view_opts, _opts), do: %{}
+  # Starts (or joins) the due revisions, waits for them up to the budget, then reads the views
+  # again: the engine's revision cache is the one place a landed revision is found.
+  defp revise(memory, ids, views, view_opts, opts) do
+    case Enum.filter(views, & &1["needs_revision"]) |> Enum.take(opts[:max_concurrency]) do
+      [] ->
+        {:ok, views}
 
-  defp revise(memory, due, view_opts, opts) do
-    llm = Keyword.merge([retries: 0, timeout: opts[:llm_timeout]], opts[:llm] || [])
+      due ->
+        llm = Keyword.merge([retries: 0, timeout: opts[:llm_timeout]], opts[:llm] || [])
+        budget = opts[:budget] || Application.get_env(:soul_mem, :forget_budget_ms, 1_000)
+        deadline = System.monotonic_time(:millisecond) + budget
 
-    due
-    |> Task.async_stream(&revise_one(memory, &1, llm, view_opts),
-      max_concurrency: opts[:max_concurrency],
-      timeout: opts[:llm_timeout] + 1_000,
-      on_timeout: :kill_task,
-      ordered: true
+        due
+        |> Enum.map(&start_revision(memory, &1, llm, view_opts))
+        |> Enum.each(&await_until(&1, deadline))
+
+        view(memory, ids, view_opts)
+    end
+  end
+
+  # A revision runs in a task of its own under SoulMem.TaskSupervisor (not linked: it outlives
+  # a recall that stops waiting). The task claims the note in SoulMem.Registry; a note already
+  # claimed is not asked again, the task waits for the running one instead.
+  defp start_revision(memory, %{"id" => id} = due, llm, view_opts) do
+    key = {__MODULE__, :revising, memory.ref, id}
+
+    {:ok, pid} =
+      Task.Supervisor.start_child(SoulMem.TaskSupervisor, fn ->
+        case Registry.register(SoulMem.Registry, key, nil) do
+          {:ok, _} -> log_failure(id, revise_one(memory, due, llm, view_opts))
+          {:error, {:already_registered, running}} -> await_exit(running)
+        end
+      end)
+
+    Process.monitor(pid)
+  end
+
+  defp await_until(monitor, deadline) do
+    wait = max(deadline - System.monotonic_time(:millisecond), 0)
+
+    receive do
+      {:DOWN, ^monitor, :process, _pid, _reason} -> :ok
+    after
+      wait -> Process.demonitor(monitor, [:flush])
+    end
+  end
+
+  defp await_exit(pid) do
+    monitor = Process.monitor(pid)
+
+    receive do
+      {:DOWN, ^monitor, :process, _pid, _reason} -> :ok
+    end
+  end
+
+  defp log_failure(_id, {:ok, _text}), do: :ok
+
+  defp log_failure(id, {:error, reason}) do
+    Logger.warning(
+      "forgetting: revision of #{id} failed (#{inspect(reason, limit: 5)}); showing the masked text"
     )
-    |> Enum.zip(due)
-    |> Enum.reduce(%{}, fn
-      {{:ok, {:ok, text}}, v}, acc ->
-        Map.put(acc, v["id"], text)
-
-      {{:ok, {:error, reason}}, v}, acc ->
-        Logger.warning(
-          "forgetting: revision of #{v["id"]} failed (#{inspect(reason, limit: 5)}); showing the masked text"
-        )
-
-        acc
-
-      {{:exit, reason}, v}, acc ->
-        Logger.warning(
-          "forgetting: revision of #{v["id"]} timed out (#{inspect(reason, limit: 5)}); showing the masked text"
-        )
-
-        acc
-    end)
   end
 
   defp revise_one(
@@ -264,7 +300,7 @@ defmodule SoulMem.Forgetting do
          {:ok, stored} <- store_revision(memory, id, answer, view_opts),
          do: {:ok, stored["visible_text"]}
   rescue
-    # Bad LLM options raise in the task, which is linked to the recall: degrade instead.
+    # Bad LLM options raise: degrade to the mask instead.
     error -> {:error, {:raised, Exception.message(error)}}
   end
 

@@ -46,6 +46,8 @@ defmodule SoulMem.Native do
   def embed_texts(_texts, _kind), do: :erlang.nif_error(:nif_not_loaded)
   # DirtyCpu: sends {:soul_mem_embed_progress, done, total} to the pid
   def graph_embed(_graph, _embedder, _progress_pid), do: :erlang.nif_error(:nif_not_loaded)
+  # DirtyIo: the model runs on the bulk pool; no engine lock is held while it does
+  def graph_prefill(_graph, _chunk, _progress_pid), do: :erlang.nif_error(:nif_not_loaded)
   # DirtyCpu: JSON in (queries, config, short), JSON out
   def engine_recall(_graph, _queries, _config, _short), do: :erlang.nif_error(:nif_not_loaded)
   def engine_core(_graph), do: :erlang.nif_error(:nif_not_loaded)

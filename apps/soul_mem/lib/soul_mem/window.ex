@@ -25,10 +25,12 @@ defmodule SoulMem.Window do
   alias __MODULE__.Job
 
   @default_max_bytes 16_000
+  @default_max_pending 1_000
 
   defstruct capacity: 12,
             interval: 12,
             max_bytes: @default_max_bytes,
+            max_pending: @default_max_pending,
             seq: 0,
             last_tag_seq: nil,
             messages: [],
@@ -48,6 +50,7 @@ defmodule SoulMem.Window do
           capacity: pos_integer(),
           interval: pos_integer(),
           max_bytes: pos_integer(),
+          max_pending: pos_integer(),
           seq: non_neg_integer(),
           last_tag_seq: non_neg_integer() | nil,
           messages: [entry()],
@@ -59,7 +62,13 @@ defmodule SoulMem.Window do
         }
 
   @type error_reason ::
-          :invalid_message | :invalid_role | :empty_text | :not_utf8 | :too_large | :invalid_at
+          :invalid_message
+          | :invalid_role
+          | :empty_text
+          | :not_utf8
+          | :too_large
+          | :invalid_at
+          | :backlog_full
 
   defmodule Job do
     @moduledoc """
@@ -87,16 +96,26 @@ defmodule SoulMem.Window do
 
   Options: `:capacity` (default 12), `:interval` (default = capacity; must be
   `1..capacity`), `:max_bytes` (largest message text, default 16000),
-  `:summary` (initial summary, default `""`). Invalid options raise
-  `ArgumentError`.
+  `:max_pending` (most messages that may wait for their summary, default
+  1000: past it pushes are refused with `:backlog_full` until summaries land,
+  so a long LLM outage cannot grow memory without bound), `:summary`
+  (initial summary, default `""`). Invalid options raise `ArgumentError`.
   """
   @spec new(keyword()) :: t()
   def new(opts \\ []) do
-    opts = Keyword.validate!(opts, [:capacity, :interval, :max_bytes, summary: ""])
+    opts = Keyword.validate!(opts, [:capacity, :interval, :max_bytes, :max_pending, summary: ""])
     capacity = Keyword.get(opts, :capacity) || 12
     interval = Keyword.get(opts, :interval) || capacity
     max_bytes = Keyword.get(opts, :max_bytes) || @default_max_bytes
+    max_pending = Keyword.get(opts, :max_pending) || @default_max_pending
     summary = Keyword.fetch!(opts, :summary)
+
+    unless is_integer(max_pending) and max_pending >= 1,
+      do:
+        raise(
+          ArgumentError,
+          "expected :max_pending to be a positive integer, got: #{inspect(max_pending)}"
+        )
 
     unless is_integer(capacity) and capacity >= 1,
       do:
@@ -122,7 +141,13 @@ defmodule SoulMem.Window do
     unless is_binary(summary),
       do: raise(ArgumentError, "expected :summary to be a binary, got: #{inspect(summary)}")
 
-    %__MODULE__{capacity: capacity, interval: interval, max_bytes: max_bytes, summary: summary}
+    %__MODULE__{
+      capacity: capacity,
+      interval: interval,
+      max_bytes: max_bytes,
+      max_pending: max_pending,
+      summary: summary
+    }
   end
 
   @doc """
@@ -134,21 +159,19 @@ defmodule SoulMem.Window do
 
   @doc """
   Pushes one message. Returns the new window, or `{:error, reason}` for an
-  invalid message (the window is unchanged then).
+  invalid message or when more than `max_pending` messages would wait for
+  their summary (`:backlog_full`); the window is unchanged then.
 
   When the push makes a tagged message slide out, a summary job is queued
   (see `next_job/1`).
   """
   @spec push(t(), term()) :: {:ok, t()} | {:error, error_reason()}
-  def push(%__MODULE__{} = window, message) do
-    with {:ok, message} <- check(message, window.max_bytes) do
-      {:ok, do_push(window, message)}
-    end
-  end
+  def push(%__MODULE__{} = window, message), do: push_all(window, [message])
 
   @doc """
-  Pushes several messages, all or nothing: if one is invalid, returns its
-  error and the window is unchanged.
+  Pushes several messages, all or nothing: if one is invalid, or the
+  backlog would pass `max_pending`, returns the error and the window is
+  unchanged.
   """
   @spec push_all(t(), [term()]) :: {:ok, t()} | {:error, error_reason()}
   def push_all(%__MODULE__{} = window, messages) when is_list(messages) do
@@ -160,12 +183,25 @@ defmodule SoulMem.Window do
       end
     end)
     |> case do
-      {:ok, valid} -> {:ok, valid |> Enum.reverse() |> Enum.reduce(window, &do_push(&2, &1))}
-      error -> error
+      {:ok, valid} ->
+        valid |> Enum.reverse() |> Enum.reduce(window, &do_push(&2, &1)) |> bounded(window)
+
+      error ->
+        error
     end
   end
 
   def push_all(%__MODULE__{}, _messages), do: {:error, :invalid_message}
+
+  # Only growth past the cap is refused: a window loaded with a longer
+  # backlog still takes pushes that do not add to it.
+  defp bounded(new, old) do
+    waiting = length(new.pending)
+
+    if waiting > new.max_pending and waiting > length(old.pending),
+      do: {:error, :backlog_full},
+      else: {:ok, new}
+  end
 
   @doc """
   Forces a summary tag on the newest message in the window (conversation
@@ -234,17 +270,22 @@ defmodule SoulMem.Window do
   def next_job(%__MODULE__{}), do: :none
 
   @doc """
-  Checks out every job for a retry when the oldest one has failed: all not
-  in flight become `:in_flight` and are returned, oldest first. `:none` when
-  the head has not failed.
+  Checks out jobs for a retry when the oldest one has failed: the oldest
+  `max` jobs (default all) that are not in flight become `:in_flight` and
+  are returned, oldest first. `:none` when the head has not failed. A small
+  `max` keeps a catch-up run short: each run's summaries are committed when
+  it ends, and the rest wait for the next run or the retry timer.
   """
-  @spec checkout_failed(t()) :: {:ok, [Job.t()], t()} | :none
-  def checkout_failed(%__MODULE__{jobs: [%Job{status: :failed} | _] = jobs} = window) do
-    jobs = Enum.map(jobs, &%{&1 | status: :in_flight, attempts: &1.attempts + 1})
-    {:ok, jobs, %{window | jobs: jobs}}
+  @spec checkout_failed(t(), pos_integer() | :all) :: {:ok, [Job.t()], t()} | :none
+  def checkout_failed(window, max \\ :all)
+
+  def checkout_failed(%__MODULE__{jobs: [%Job{status: :failed} | _] = jobs} = window, max) do
+    {taken, rest} = if max == :all, do: {jobs, []}, else: Enum.split(jobs, max)
+    taken = Enum.map(taken, &%{&1 | status: :in_flight, attempts: &1.attempts + 1})
+    {:ok, taken, %{window | jobs: taken ++ rest}}
   end
 
-  def checkout_failed(%__MODULE__{}), do: :none
+  def checkout_failed(%__MODULE__{}, _max), do: :none
 
   @doc """
   Records the summary of job `job_id`, which must be the oldest job: the

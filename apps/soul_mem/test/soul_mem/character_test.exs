@@ -484,6 +484,23 @@ defmodule SoulMem.CharacterTest do
       def run(:persist, _snapshot), do: :what
     end
 
+    test "a failed task is logged by the character and reported", context do
+      {id, pid} = start_character(context, maintenance: [Raising])
+      :ok = Character.push(id, user("在吗"))
+
+      log =
+        ExUnit.CaptureLog.capture_log(fn ->
+          send(pid, :idle_timeout)
+
+          assert_receive {:soul_mem, ^id, :maintenance_done,
+                          %{results: [forget: {:error, {:raised, "boom"}}]}},
+                         5_000
+        end)
+
+      assert log =~ "maintenance task forget failed"
+      assert log =~ "boom"
+    end
+
     test "collects results; raising or odd implementations become errors" do
       results =
         SoulMem.Maintenance.run_all([:forget, :persist, :consolidate], %{}, [Raising, Odd])

@@ -133,4 +133,61 @@ defmodule SoulMem.EmbeddingModelTest do
         assert rate >= 0.7
     end
   end
+
+  # A graph of `n` semantic notes whose texts no cache has seen.
+  defp fresh_graph(n) do
+    salt = "#{System.unique_integer([:positive])}-#{:rand.uniform(1_000_000_000)}"
+
+    nodes =
+      for i <- 1..n do
+        %{
+          "id" => "sem_#{i}",
+          "tags" => [],
+          "mem_type" => %{
+            "Semantic" => %{
+              "content" => "第#{i}件物品#{salt}",
+              "aliases" => [],
+              "concept_type" => "Entity",
+              "description" => "这是编号#{i}的东西，标记#{salt}。"
+            }
+          },
+          "mem_links" => []
+        }
+      end
+
+    path = Path.join(System.tmp_dir!(), "soul_mem_fresh_#{salt}.json")
+    File.write!(path, SoulMem.JSON.encode!(nodes))
+    on_exit(fn -> File.rm(path) end)
+    path
+  end
+
+  test "prefill computes the missing texts ahead, so embedding the graph then computes none",
+       %{model: model} do
+    if model do
+      {:ok, memory} = Memory.import_file("prefill", fresh_graph(20))
+      assert {:ok, computed} = Embedding.prefill(memory, chunk: 8)
+      assert computed == 40
+      assert_receive {:soul_mem_embed_progress, 40, 40}
+      assert {:ok, 0} = Embedding.prefill(memory)
+
+      {:ok, %{cache_misses: misses}} = Embedding.info()
+      {:ok, _} = Embedding.embed_graph(memory)
+      assert {:ok, %{cache_misses: ^misses}} = Embedding.info()
+    end
+  end
+
+  test "a large graph serves at once with the lexical index while the model embeds it",
+       %{model: model} do
+    if model do
+      id = "bg-embed-#{System.unique_integer([:positive])}"
+      path = fresh_graph(260)
+      start_supervised!({SoulMem.Character, id: id, graph: path, embedder: :model}, id: id)
+      :ok = SoulMem.Character.subscribe(id)
+
+      assert {:ok, %{embedding: first}} = SoulMem.recall(id, %{text: "第7件物品"})
+      assert first in [:partial, :model]
+      assert_receive {:soul_mem, ^id, :embedded, :model}, 300_000
+      assert {:ok, %{embedding: :model, memories: [_ | _]}} = SoulMem.recall(id, %{text: "第7件物品"})
+    end
+  end
 end

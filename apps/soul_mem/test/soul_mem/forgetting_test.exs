@@ -214,6 +214,23 @@ defmodule SoulMem.ForgettingTest do
     assert %{content: @revision, forgetting: %{action: :revised}} = spill(result)
   end
 
+  test "a slow LLM costs a recall its budget only; the revision lands for the next one", ctx do
+    {id, _memory} = start_character(96)
+    FakeLLM.script(ctx.server, [{:after, 1_500, {:reply, @revision}}])
+
+    started = System.monotonic_time(:millisecond)
+    assert {:ok, result} = recall(id, ctx, budget: 100)
+    assert System.monotonic_time(:millisecond) - started < 1_000
+    assert %{content: content, forgetting: %{action: :mask_only}} = spill(result)
+    assert content =~ "[masked]"
+    assert_receive {:fake_llm, _}
+
+    # The next recall joins the revision still running instead of asking again.
+    assert {:ok, result} = recall(id, ctx, budget: 10_000)
+    assert %{content: @revision, forgetting: %{action: :revised}} = spill(result)
+    assert length(FakeLLM.requests(ctx.server)) == 1
+  end
+
   test "an unreachable LLM also degrades to the mask", ctx do
     {id, _memory} = start_character(96)
 

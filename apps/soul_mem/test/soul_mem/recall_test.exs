@@ -248,6 +248,37 @@ defmodule SoulMem.RecallTest do
       assert custom =~ "小红：嗨"
       assert Context.render(%{}) == ""
     end
+
+    test "a budget keeps core, the newest messages, the summary and the best memories" do
+      window =
+        for i <- 1..2_000, do: %{role: :user, text: "第#{i}句话：" <> String.duplicate("啊", 40)}
+
+      input = %{
+        core: [%{id: "sem_self", content: "我是小红"}],
+        memories:
+          for(i <- 1..50, do: %{id: "m#{i}", content: "记忆#{i}" <> String.duplicate("嗯", 60)}),
+        actions: [%{id: "p1", content: "摸辫子"}, %{id: "p2", content: "跺脚"}],
+        window: window,
+        summary: "我们聊了一整天"
+      }
+
+      full = Context.render(input, max_bytes: 100_000_000)
+      context = Context.render(input, max_bytes: 4_000)
+      assert byte_size(context) <= 4_000
+      assert byte_size(full) > 100_000
+
+      for kept <- ["我是小红", "第2000句话", "第1997句话", "我们聊了一整天", "记忆1嗯", "记忆3嗯", "摸辫子"],
+          do: assert(context =~ kept)
+
+      # What is left out is the least relevant: old messages before good memories.
+      refute context =~ "第1句话"
+      refute context =~ "记忆50嗯"
+      # Kept lines stay in their section's order (messages oldest first).
+      [a, b] = Regex.run(~r/第(\d+)句话.*\n.*第(\d+)句话/u, context, capture: :all_but_first)
+      assert String.to_integer(a) < String.to_integer(b)
+      # Everything fits: nothing is dropped.
+      assert Context.render(input, max_bytes: 100_000_000) == full
+    end
   end
 end
 
@@ -286,6 +317,18 @@ defmodule SoulMem.RetrievalIntegrationTest do
     assert {:ok, records} = SoulMem.Character.records(id)
     returned = Enum.map(result.memories ++ result.actions, & &1.id)
     assert Enum.sort(Map.keys(records)) == Enum.sort(Enum.uniq(returned))
+  end
+
+  test "recall options are checked even when there is nothing to look for" do
+    id = "retrieval-opts-#{System.unique_integer([:positive])}"
+    start_supervised!({SoulMem.Character, id: id, graph: demo_fixture()})
+
+    assert {:error, %SoulMem.Error{reason: :invalid_json, message: message}} =
+             SoulMem.recall(id, %{}, config: %{"bogus" => 1})
+
+    assert message =~ "bogus"
+    assert {:ok, %{memories: []}} = SoulMem.recall(id, %{}, config: %{"max_memories" => 3})
+    assert {:ok, %{memories: []}} = SoulMem.recall(id, %{})
   end
 
   @tag :capture_log

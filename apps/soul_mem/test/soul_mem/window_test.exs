@@ -208,4 +208,35 @@ defmodule SoulMem.WindowTest do
       assert {:ok, %{text: "z"}} = Window.validate(window, msg("z"))
     end
   end
+
+  describe "bounded backlog" do
+    test "pushes past max_pending waiting messages are refused and change nothing" do
+      # capacity 2, every message tagged: each push past 2 queues a job and a
+      # pending message that waits (no LLM completes them here).
+      window = Window.new(capacity: 2, interval: 1, max_pending: 3) |> push_texts(~w(a b c d e))
+      assert length(Window.pending(window)) == 3
+      assert {:error, :backlog_full} = Window.push(window, msg("f"))
+      assert {:error, :backlog_full} = Window.push_all(window, [msg("f"), msg("g")])
+      # A landed summary makes room again.
+      {:ok, job, window} = Window.next_job(window)
+      {:ok, window} = Window.complete(window, job.id, "摘要")
+      assert {:ok, _} = Window.push(window, msg("f"))
+      assert_raise ArgumentError, ~r/max_pending/, fn -> Window.new(max_pending: 0) end
+    end
+
+    test "a catch-up checks out at most max failed jobs, oldest first" do
+      window = Window.new(capacity: 1, interval: 1) |> push_texts(~w(a b c d e))
+      {:ok, job, window} = Window.next_job(window)
+      window = Window.fail(window, job.id)
+      assert {:ok, [j1, j2], window} = Window.checkout_failed(window, 2)
+      assert [j1.id, j2.id] == window |> Window.jobs() |> Enum.take(2) |> Enum.map(& &1.id)
+
+      assert window |> Window.jobs() |> Enum.map(& &1.status) == [
+               :in_flight,
+               :in_flight,
+               :queued,
+               :queued
+             ]
+    end
+  end
 end

@@ -19,6 +19,7 @@ defmodule SoulMem.FakeLLM do
   #   {:status, code}     `code` with a small JSON error body
   #   {:raw, code, body}  `code` with `body` as is
   #   :hang               never answers (the client times out)
+  #   {:after, ms, step}  waits `ms`, then answers as `step`
   #   :close              closes the connection without answering
 
   use GenServer
@@ -195,6 +196,11 @@ defmodule SoulMem.FakeLLM do
 
   defp answer(socket, {:raw, code, body}), do: respond(socket, code, body)
   defp answer(socket, :close), do: :gen_tcp.close(socket)
+
+  defp answer(socket, {:after, ms, step}) do
+    Process.sleep(ms)
+    answer(socket, step)
+  end
 
   defp answer(_socket, :hang) do
     receive do

@@ -16,6 +16,8 @@ defmodule SoulMemWeb.Application do
     children =
       [
         {Registry, keys: :duplicate, name: SoulMemWeb.Tokens.Subscribers},
+        {Registry, keys: :duplicate, name: SoulMemWeb.Socket.Registry},
+        SoulMemWeb.RateLimit,
         {SoulMemWeb.Tokens, configured: configured}
       ] ++
         if Application.get_env(:soul_mem_web, :server, false), do: [SoulMemWeb.Endpoint], else: []

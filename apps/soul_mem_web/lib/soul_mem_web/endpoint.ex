@@ -65,6 +65,8 @@ defmodule SoulMemWeb.Endpoint do
       ebin_dir: [],
       include_dir: [],
       keepalive_timeout: 30_000,
+      # Connections past this are refused by yaws at accept.
+      max_connections: Router.limit(:max_connections),
       flags: [copy_errlog: false, fail_on_bind_err: true]
     ]
 
@@ -73,9 +75,11 @@ defmodule SoulMemWeb.Endpoint do
       listen: ip,
       servername: ~c"soul_mem",
       appmods: [{~c"/", Router}],
-      # Bodies up to the import limit are read in one piece; the router
-      # refuses larger ones (413) and smaller limits per route.
-      partial_post_size: Router.limit(:max_import_bytes),
+      # yaws reads this much of a body before the router sees the request;
+      # the router checks route, token and rate before reading on in pieces
+      # of this size, up to the route's limit (413 beyond).
+      partial_post_size: Router.limit(:body_chunk_bytes),
+      arg_rewrite_mod: Router,
       errormod_crash: Router,
       errormod_404: Router,
       # Without nodelay a reply followed by a push stalls ~40 ms (Nagle +

@@ -12,14 +12,21 @@ defmodule SoulMemWeb.Error do
   require Logger
 
   @enforce_keys [:code, :message, :status]
-  defstruct [:code, :message, :status]
+  defstruct [:code, :message, :status, retry_after: nil]
 
-  @type t :: %__MODULE__{code: String.t(), message: String.t(), status: 400..599}
+  @typedoc "`retry_after` (seconds) is sent as `Retry-After` and in the body."
+  @type t :: %__MODULE__{
+          code: String.t(),
+          message: String.t(),
+          status: 400..599,
+          retry_after: pos_integer() | nil
+        }
 
   # reason => {status, message}; the code is the reason's name.
   @known %{
     invalid_json: {400, "the body is not valid JSON"},
     invalid_payload: {400, "the payload has the wrong shape"},
+    invalid_path: {400, "the URL path is not valid percent-encoding"},
     invalid_message: {422, "a message needs role \"user\" or \"assistant\" and a text"},
     invalid_role: {422, "role must be \"user\" or \"assistant\""},
     empty_text: {422, "the text is empty"},
@@ -49,14 +56,25 @@ defmodule SoulMemWeb.Error do
     invalid_document: {400, "the document must be a JSON object"},
     exists: {409, "the character already exists; import with replace to replace it"},
     too_large: {413, "the payload is too large"},
+    rate_limited: {429, "too many requests; retry later"},
+    too_many_connections: {429, "too many connections for this token"},
+    backlog_full: {429, "too many messages wait for their summary; retry later"},
     unsupported: {501, "not supported by this runtime yet"},
     not_running: {503, "the character is not running"},
     character_unavailable: {503, "the character cannot be started"},
     timeout: {504, "the character did not answer in time"},
+    limit_exceeded: {422, "the input holds more items than allowed"},
+    in_use: {409, "the character's store is in use by another process"},
+    disk_full: {507, "the disk is full; nothing was written"},
+    read_only: {500, "the character's store cannot be written"},
+    corrupt: {500, "the character's store is damaged"},
+    incompatible: {500, "the character's store is not compatible with this version"},
     io: {500, "storage error"},
     poisoned: {500, "the character's graph is in an unknown state"},
     internal: {500, "internal error"}
   }
+
+  @storage [:io, :in_use, :disk_full, :read_only, :corrupt, :incompatible]
 
   @doc """
   Builds an error from a known reason atom, with an optional message
@@ -69,6 +87,11 @@ defmodule SoulMemWeb.Error do
     %__MODULE__{code: code, status: status, message: message || default}
   end
 
+  @doc "A 429 `rate_limited` error asking the client to wait `seconds`."
+  @spec rate_limited(pos_integer()) :: t()
+  def rate_limited(seconds) when is_integer(seconds) and seconds > 0,
+    do: %{new(:rate_limited, "too many requests; retry in #{seconds} s") | retry_after: seconds}
+
   @doc """
   Maps a runtime error (the `reason` of `{:error, reason}`) to an error.
   """
@@ -76,12 +99,22 @@ defmodule SoulMemWeb.Error do
   def from(%__MODULE__{} = error), do: error
   def from(:not_supported), do: new(:unsupported)
 
+  # Store errors name files; their messages are logged, never sent.
+  def from(%SoulMem.Error{reason: reason} = error) when reason in @storage do
+    Logger.error("soul_mem_web: #{Exception.message(error)}")
+    new(reason)
+  end
+
   def from(%SoulMem.Error{reason: reason, message: message}) when is_map_key(@known, reason),
     do: new(reason, message)
 
+  # Summaries catch up when the LLM is back; the character retries them with
+  # backoff, so a client is asked to wait about that long.
+  def from(:backlog_full), do: %{new(:backlog_full) | retry_after: 30}
   def from(reason) when is_map_key(@known, reason), do: new(reason)
   def from({:graph_not_found, _path}), do: new(:character_unavailable)
   def from({:load_failed, _}), do: new(:character_unavailable)
+  def from({:store_failed, error}), do: from(error)
   def from({:shutdown, reason}), do: from(reason)
 
   def from(other) do
@@ -89,8 +122,14 @@ defmodule SoulMemWeb.Error do
     new(:internal)
   end
 
-  @doc "The JSON body of an error: `%{\"error\" => %{\"code\", \"message\"}}`."
+  @doc """
+  The JSON body of an error: `%{"error" => %{"code", "message"}}`, plus
+  `"retry_after"` (seconds) when the client should wait.
+  """
   @spec body(t()) :: map()
-  def body(%__MODULE__{code: code, message: message}),
+  def body(%__MODULE__{code: code, message: message, retry_after: nil}),
     do: %{"error" => %{"code" => code, "message" => message}}
+
+  def body(%__MODULE__{code: code, message: message, retry_after: seconds}),
+    do: %{"error" => %{"code" => code, "message" => message, "retry_after" => seconds}}
 end

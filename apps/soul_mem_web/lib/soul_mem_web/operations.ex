@@ -187,8 +187,9 @@ defmodule SoulMemWeb.Operations do
   @doc """
   Renders a `SoulMem.recall/3` result as JSON-ready maps: `memories`,
   `actions` and `core` (each item with id, kind, content, score, stage and
-  seeds: why it was recalled), `window` (role, text, at), `summary` and the
-  rendered `context`.
+  seeds: why it was recalled), `window` (role, text, at), `summary`, the
+  rendered `context` and `embedding` (`"model"`, `"hash"`, or `"partial"`
+  while the model still embeds the graph and recall uses the lexical index).
   """
   @spec render_recall(map()) :: map()
   def render_recall(result) do
@@ -198,7 +199,8 @@ defmodule SoulMemWeb.Operations do
       "core" => Enum.map(Map.get(result, :core, []), &json_safe/1),
       "window" => Enum.map(Map.get(result, :window, []), &json_safe/1),
       "summary" => Map.get(result, :summary) || "",
-      "context" => Map.get(result, :context) || ""
+      "context" => Map.get(result, :context) || "",
+      "embedding" => to_string(Map.get(result, :embedding, :none))
     }
   end
 

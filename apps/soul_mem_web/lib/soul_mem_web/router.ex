@@ -46,10 +46,25 @@ defmodule SoulMemWeb.Router do
     "import" => "import"
   }
 
-  @doc "yaws appmod callback: answers one HTTP request."
+  @doc """
+  yaws appmod callback: answers one HTTP request. yaws reads at most
+  `body_chunk_bytes` of a body before calling it; a longer (or chunked) body
+  arrives in pieces (`{:partial, data}`), read on only once the request's
+  route, token and rate are checked (`admit/1`), so an unauthenticated
+  client never makes the server hold more than one piece.
+  """
   @spec out(tuple()) :: list() | tuple()
   def out(arg) do
-    route(method(arg), segments(arg), arg)
+    case Yaws.arg(arg, :clidata) do
+      {:partial, data} ->
+        piece(arg, data)
+
+      _ ->
+        case whole_body(arg) do
+          {:reply, response} -> response
+          arg -> request(arg)
+        end
+    end
   catch
     kind, reason ->
       Logger.error(
@@ -66,11 +81,155 @@ defmodule SoulMemWeb.Router do
     {:content, @json, SoulMem.JSON.encode!(Error.body(Error.new(:internal)))}
   end
 
+  @malformed_path ~c"/.malformed-path"
+
+  @doc """
+  yaws arg_rewrite callback, run before yaws decodes the path: a path it
+  cannot decode (`%zz`, `%00`) would get yaws' HTML 400 page, so it is
+  pointed at a route that answers the JSON 400 instead.
+  """
+  @spec arg_rewrite(tuple()) :: tuple()
+  def arg_rewrite(arg) do
+    req = Yaws.arg(arg, :req)
+
+    with {:abs_path, raw} <- Yaws.http_request(req, :path),
+         {:EXIT, _} <- catch_decode(raw) do
+      Yaws.arg(arg, req: Yaws.http_request(req, path: {:abs_path, @malformed_path}))
+    else
+      _ -> arg
+    end
+  end
+
+  defp catch_decode(raw) do
+    :yaws_api.url_decode_q_split(raw)
+  catch
+    kind, reason -> {:EXIT, {kind, reason}}
+  end
+
   @doc "yaws errormod_404 callback: a JSON 404."
   @spec out404(tuple(), tuple(), tuple()) :: list()
   def out404(_arg, _gconf, _sconf), do: json_error(Error.new(:not_found))
 
+  ## Bodies
+
+  # The last piece of a body read in pieces: the request goes on with the
+  # whole body as its clidata.
+  defp whole_body(arg) do
+    case Yaws.arg(arg, :state) do
+      {:body, parts, size, limit} ->
+        data = Yaws.arg(arg, :clidata)
+
+        if size + byte_size(data) > limit do
+          {:reply, json_error(too_large(limit))}
+        else
+          body = IO.iodata_to_binary(Enum.reverse([data | parts]))
+          Yaws.arg(arg, clidata: body, state: :undefined)
+        end
+
+      {:discard, _size, error} ->
+        {:reply, json_error(error)}
+
+      _ ->
+        arg
+    end
+  end
+
+  defp piece(arg, data) do
+    admitted =
+      case Yaws.arg(arg, :state) do
+        {:body, parts, size, limit} -> {:ok, parts, size, limit}
+        {:discard, _size, _error} = discarding -> discarding
+        _ -> admit(arg)
+      end
+
+    case admitted do
+      {:ok, parts, size, limit} ->
+        size = size + byte_size(data)
+
+        if size > limit,
+          do: discard(size, too_large(limit)),
+          else: {:get_more, :undefined, {:body, [data | parts], size, limit}}
+
+      {:discard, size, error} ->
+        discard(size + byte_size(data), error)
+
+      {:error, %Error{} = error} ->
+        json_error(error) |> closing()
+
+      :no_body ->
+        # A route that takes no body answers now; the unread body ends the
+        # connection.
+        arg |> request() |> closing()
+    end
+  end
+
+  # An authorized client over the limit gets its 413 after its body, read
+  # and dropped piece by piece, so it sees the answer rather than a reset
+  # connection; past @max_discard bytes the connection is closed instead.
+  @max_discard 64 * 1024 * 1024
+
+  defp discard(size, error) when size > @max_discard, do: json_error(error) |> closing()
+  defp discard(size, error), do: {:get_more, :undefined, {:discard, size, error}}
+
+  defp too_large(limit), do: Error.new(:too_large, "the body exceeds #{limit} bytes")
+
+  # Before reading on: the route takes a body, the client and its token may
+  # send it. Returns the route's body limit, or a body to drop when its
+  # declared length is over it.
+  defp admit(arg) do
+    with :ok <- rate(:ip, peer(arg)) do
+      case {method(arg), segments(arg)} do
+        {method, ["api", "characters", id, action | rest]} ->
+          with {:ok, limit} <- body_limit(method, [action | rest]),
+               {:ok, id} <- character_id(id),
+               {:ok, token} <- authorize(arg, id),
+               :ok <- rate(:token, token) do
+            case declared_length(arg, limit) do
+              :ok -> {:ok, [], 0, limit}
+              {:error, error} -> {:discard, 0, error}
+            end
+          end
+
+        _ ->
+          :no_body
+      end
+    end
+  end
+
+  defp body_limit(:POST, ["import"]), do: {:ok, limit(:max_import_bytes)}
+
+  defp body_limit(:POST, [action]) when is_map_key(@api_posts, action),
+    do: {:ok, limit(:max_body_bytes)}
+
+  defp body_limit(:PUT, ["notes", _]), do: {:ok, limit(:max_body_bytes)}
+  defp body_limit(_method, _rest), do: :no_body
+
+  defp declared_length(arg, limit) do
+    case content_length(arg) do
+      length when is_integer(length) and length > limit ->
+        {:error, too_large(limit)}
+
+      _ ->
+        :ok
+    end
+  end
+
+  defp closing(response) when is_list(response),
+    do: [{:header, {:connection, ~c"close"}} | response]
+
+  defp closing(response), do: response
+
   ## Routes
+
+  defp request(arg) do
+    case rate(:ip, peer(arg)) do
+      :ok -> route(method(arg), segments(arg), arg)
+      {:error, error} -> json_error(error)
+    end
+  end
+
+  defp route(_method, [".malformed-path"], _arg),
+    do: json_error(Error.new(:invalid_path))
 
   defp route(:GET, [], _arg), do: static("index.html")
   defp route(:GET, ["assets", file], _arg) when is_map_key(@static, file), do: static(file)
@@ -82,7 +241,8 @@ defmodule SoulMemWeb.Router do
 
   defp route(method, ["api", "characters", id | rest], arg) do
     with {:ok, id} <- character_id(id),
-         :ok <- authorize(arg, id),
+         {:ok, token} <- authorize(arg, id),
+         :ok <- rate(:token, token),
          {:ok, op, payload} <- api(method, rest, arg) do
       case Operations.run(id, op, payload) do
         {:ok, body} -> json(200, body)
@@ -149,6 +309,9 @@ defmodule SoulMemWeb.Router do
 
       not Tokens.known?(token) ->
         json_error(Error.new(:unauthorized, "the socket needs a valid token param"), 403)
+
+      SoulMemWeb.Socket.count(token) >= limit(:max_sockets_per_token) ->
+        json_error(Error.new(:too_many_connections))
 
       true ->
         max = limit(:max_frame_bytes)
@@ -270,7 +433,7 @@ defmodule SoulMemWeb.Router do
 
     cond do
       token == nil -> {:error, Error.new(:unauthorized, "send Authorization: Bearer <token>")}
-      Tokens.verify(character, token) -> :ok
+      Tokens.verify(character, token) -> {:ok, token}
       Tokens.known?(token) -> {:error, Error.new(:forbidden)}
       true -> {:error, Error.new(:unauthorized, "invalid token")}
     end
@@ -284,24 +447,45 @@ defmodule SoulMemWeb.Router do
   end
 
   defp body(arg, limit) do
-    length = content_length(arg)
     data = Yaws.arg(arg, :clidata)
 
-    cond do
-      (is_integer(length) and length > limit) or Yaws.arg(arg, :cont) != :undefined ->
-        {:error, Error.new(:too_large, "the body exceeds #{limit} bytes")}
+    with :ok <- declared_length(arg, limit) do
+      decode_body(data, limit)
+    end
+  end
 
+  defp decode_body(data, limit) do
+    cond do
       not is_binary(data) or data == "" ->
         {:error, Error.new(:invalid_json, "a JSON body is required")}
 
       byte_size(data) > limit ->
-        {:error, Error.new(:too_large, "the body exceeds #{limit} bytes")}
+        {:error, too_large(limit)}
 
       true ->
         case SoulMem.JSON.decode(data) do
           {:ok, payload} -> {:ok, payload}
           {:error, _} -> {:error, Error.new(:invalid_json)}
         end
+    end
+  end
+
+  # A client over its limit waits: 429 with Retry-After. Tokens are keyed by
+  # their hash, so the limiter's table holds no secret.
+  defp rate(:token, token), do: limited(:token, :crypto.hash(:sha256, token))
+  defp rate(kind, key), do: limited(kind, key)
+
+  defp limited(kind, key) do
+    case SoulMemWeb.RateLimit.check(kind, key) do
+      :ok -> :ok
+      {:error, seconds} -> {:error, Error.rate_limited(seconds)}
+    end
+  end
+
+  defp peer(arg) do
+    case Yaws.arg(arg, :client_ip_port) do
+      {ip, _port} -> ip
+      _ -> :unknown
     end
   end
 
@@ -324,7 +508,10 @@ defmodule SoulMemWeb.Router do
     defaults = [
       max_body_bytes: 1_048_576,
       max_import_bytes: 16_777_216,
-      max_frame_bytes: 1_048_576
+      max_frame_bytes: 1_048_576,
+      body_chunk_bytes: 8_192,
+      max_connections: 512,
+      max_sockets_per_token: 16
     ]
 
     Application.get_env(:soul_mem_web, key, Keyword.fetch!(defaults, key))
@@ -369,10 +556,15 @@ defmodule SoulMemWeb.Router do
   defp json_error(%Error{} = error, status \\ nil) do
     response = json(status || error.status, Error.body(error))
 
+    response =
+      if error.retry_after,
+        do: [{:header, {~c"Retry-After", Integer.to_string(error.retry_after)}} | response],
+        else: response
+
     # An oversized body may not have been read to its end: the connection
     # cannot be reused.
     if error.code == "too_large",
-      do: [{:header, {:connection, "close"}} | response],
+      do: [{:header, {:connection, ~c"close"}} | response],
       else: response
   end
 end

@@ -45,8 +45,22 @@ defmodule SoulMemWeb.Socket do
   @spec init([term()]) :: {:ok, state()}
   def init([_arg, %{token: token}]) do
     :ok = Tokens.subscribe()
+    if is_binary(token), do: Registry.register(SoulMemWeb.Socket.Registry, key(token), nil)
     {:ok, %{token: token, channels: %{}, characters: %{}}}
   end
+
+  @doc """
+  How many sockets are open with `token` (their upgrade param), for the
+  router's per-token cap.
+  """
+  @spec count(String.t() | nil) :: non_neg_integer()
+  def count(token) when is_binary(token),
+    do: Registry.count_match(SoulMemWeb.Socket.Registry, key(token), :_)
+
+  def count(_token), do: 0
+
+  # Sockets and rate buckets know a token by its hash only.
+  defp key(token), do: :crypto.hash(:sha256, token)
 
   @doc """
   yaws callback: one client message. Text frames are Phoenix frames; binary
@@ -83,7 +97,15 @@ defmodule SoulMemWeb.Socket do
   defp handle_text(data, state) do
     case Protocol.decode(data) do
       {:ok, message} ->
-        handle_frame(message, state)
+        # One budget for every socket of the token, so opening more sockets
+        # buys no extra rate.
+        case SoulMemWeb.RateLimit.check(:frame, key(state.token || "")) do
+          :ok ->
+            handle_frame(message, state)
+
+          {:error, seconds} ->
+            {:reply, [reply_error(message, Error.rate_limited(seconds))], state}
+        end
 
       {:error, error, {join_ref, ref, topic}} when is_binary(topic) ->
         {:reply,

@@ -241,5 +241,44 @@ defmodule SoulMemWeb.EndpointTest do
       assert {400, %{"error" => %{"code" => "invalid_json"}}} =
                post("#{base}/api/characters/#{id}/import", "not json", auth)
     end
+
+    test "a corrupt export is refused with the note named and changes nothing",
+         %{base: base, id: id, auth: auth} do
+      note = SoulMem.JSON.encode!(@note)
+      url = "#{base}/api/characters/#{id}/notes/sem_milktea"
+      assert {200, _} = put(url, note, auth)
+      assert {200, _} = put("#{base}/api/characters/#{id}/notes/sem_tea", note, auth)
+      assert {200, exported} = get_json("#{base}/api/characters/#{id}/export", auth)
+      [a, b | _] = exported["notes"]
+      data_dir = Application.fetch_env!(:soul_mem, :data_dir)
+
+      corruptions = [
+        {"duplicate_id", List.replace_at(exported["notes"], 1, %{b | "uuid" => a["uuid"]})},
+        {"duplicate_id", List.replace_at(exported["notes"], 1, %{b | "id" => a["id"]})},
+        {"missing_link_target",
+         List.replace_at(exported["notes"], 0, %{
+           a
+           | "mem_links" => [
+               %{
+                 "id" => "00000000-0000-0000-0000-000000000001",
+                 "to" => "00000000-0000-0000-0000-000000000002",
+                 "intensity" => 0.5,
+                 "link_type" => %{"Sem" => %{"verb" => "像", "confidence" => 0.5}}
+               }
+             ]
+         })}
+      ]
+
+      for {code, notes} <- corruptions do
+        body = SoulMem.JSON.encode!(%{exported | "notes" => notes})
+
+        assert {422, %{"error" => %{"code" => ^code, "message" => message}}} =
+                 post("#{base}/api/characters/#{id}/import?replace=true", body, auth)
+
+        assert message =~ a["id"] or message =~ b["id"]
+        refute message =~ data_dir
+        assert {200, ^exported} = get_json("#{base}/api/characters/#{id}/export", auth)
+      end
+    end
   end
 end

@@ -791,6 +791,19 @@ impl NodeVectors {
         Ok(())
     }
 
+    /// The distinct texts [`Self::embed_graph`] would embed for `graph`, in order of first
+    /// appearance (so they can be embedded ahead, e.g. into a cache, without the graph).
+    ///
+    /// Complexity: O(text of the graph).
+    pub fn distinct_texts(graph: &MemoryGraph) -> Vec<String> {
+        let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
+        graph
+            .notes()
+            .flat_map(node_texts)
+            .filter_map(|(_, t)| seen.insert(t.clone()).then_some(t))
+            .collect()
+    }
+
     /// Embeds every note of `graph` (passage side) with `embedder`. Identical texts are
     /// embedded once. Complexity: one embedder call over the distinct texts of the graph.
     pub fn embed_graph(graph: &MemoryGraph, embedder: &dyn TextEmbedder) -> Result<Self> {
