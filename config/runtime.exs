@@ -74,7 +74,15 @@ config :soul_mem_web,
     |> String.split(",", trim: true)
     |> Enum.map(&(&1 |> String.trim() |> String.trim_trailing("/")))
     |> Enum.reject(&(&1 == "")),
-  generate_demo_token: config_env() not in [:dev, :test]
+  generate_demo_token: config_env() not in [:dev, :test],
+  # The operator token of the page's operator view and /api/operator (list
+  # characters, create and revoke their tokens). Only dev and test have a
+  # well-known one; a release makes a random one at first start, printed once.
+  operator_token:
+    env_string.(
+      "SOUL_MEM_OPERATOR_TOKEN",
+      if(config_env() in [:dev, :test], do: "dev-operator")
+    )
 
 # A release serves the chat endpoint on boot (SOUL_MEM_SERVER=false turns it
 # off); `mix` runs serve it only through `mix soul.server` / scripts/run.sh.

@@ -57,6 +57,17 @@ status() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
 [[ $(status -H "Authorization: Bearer dev-token" "http://127.0.0.1:$port/api/characters/demo/export") == 401 ]] ||
   fail "dev-token opens the demo character of a release"
 
+# The operator token is printed once too; it lists tokens and opens no character, and the
+# well-known dev operator token is refused.
+operator=$(sed -n 's/.*operator token.*: \([A-Za-z0-9_-]\{20,\}\)$/\1/p' "$work/out.log")
+[[ -n "$operator" ]] || fail "no operator token printed at first start"
+[[ $(status -H "Authorization: Bearer $operator" "http://127.0.0.1:$port/api/operator/tokens") == 200 ]] ||
+  fail "the printed operator token does not open the operator API"
+[[ $(status -H "Authorization: Bearer $operator" "http://127.0.0.1:$port/api/characters/demo/export") == 401 ]] ||
+  fail "the operator token opens a character"
+[[ $(status -H "Authorization: Bearer dev-operator" "http://127.0.0.1:$port/api/operator/tokens") == 403 ]] ||
+  fail "dev-operator opens the operator API of a release"
+
 # A page of another site cannot open the socket, even with the right token.
 ws=(-H "Connection: Upgrade" -H "Upgrade: websocket" -H "Sec-WebSocket-Version: 13"
   -H "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==")
@@ -79,7 +90,7 @@ echo "release_test: listeners: $(echo $listeners)"
 # Second start on the same data dir: the token stays, nothing is printed.
 stop
 start
-grep -q "demo character.s token" "$work/out.log" && fail "a token was printed again at the second start"
+grep -q "demo character.s token\|operator token" "$work/out.log" && fail "a token was printed again at the second start"
 [[ $(status -H "Authorization: Bearer $token" "http://127.0.0.1:$port/api/characters/demo/export") == 200 ]] ||
   fail "the first token stopped working after a restart"
 

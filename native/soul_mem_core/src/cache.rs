@@ -186,16 +186,7 @@ impl EmbeddingCache {
         missing: &[&str],
         computed: &[Vec<f32>],
     ) -> Result<()> {
-        if computed.len() != missing.len() {
-            return Err(Error::invalid_argument(
-                "compute",
-                format!(
-                    "returned {} vectors for {} texts",
-                    computed.len(),
-                    missing.len()
-                ),
-            ));
-        }
+        Error::check_vector_count("compute", computed.len(), missing.len())?;
         let items: Vec<(&str, &[f32])> = missing
             .iter()
             .zip(computed)

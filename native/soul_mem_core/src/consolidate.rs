@@ -607,12 +607,7 @@ fn embed_unit(embedder: &dyn TextEmbedder, texts: &[&str]) -> Result<Vec<Vec<f32
         return Ok(Vec::new());
     }
     let mut vs = embedder.embed(texts, EmbedKind::Passage)?;
-    if vs.len() != texts.len() {
-        return Err(Error::invalid_argument(
-            "embedder",
-            format!("returned {} vectors for {} texts", vs.len(), texts.len()),
-        ));
-    }
+    Error::check_vector_count("embedder", vs.len(), texts.len())?;
     vs.iter_mut().for_each(|v| l2_normalise(v));
     Ok(vs)
 }

@@ -206,16 +206,7 @@ impl TextEmbedder for ProgressEmbedder<'_> {
         for part in order.chunks(self.chunk) {
             let batch: Vec<&str> = part.iter().map(|&i| texts[i]).collect();
             let vectors = self.inner.embed(&batch, kind)?;
-            if vectors.len() != part.len() {
-                return Err(Error::invalid_argument(
-                    "embedder",
-                    format!(
-                        "returned {} vectors for {} texts",
-                        vectors.len(),
-                        part.len()
-                    ),
-                ));
-            }
+            Error::check_vector_count("embedder", vectors.len(), part.len())?;
             for (&i, v) in part.iter().zip(vectors) {
                 out[i] = v;
             }

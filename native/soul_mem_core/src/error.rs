@@ -187,6 +187,19 @@ impl Error {
         }
     }
 
+    /// Checks that an embedder (`who`) returned one vector per text: an
+    /// [`Error::InvalidArgument`] naming both counts otherwise.
+    pub fn check_vector_count(who: &str, vectors: usize, texts: usize) -> Result<()> {
+        if vectors == texts {
+            Ok(())
+        } else {
+            Err(Error::invalid_argument(
+                who,
+                format!("returned {vectors} vectors for {texts} texts"),
+            ))
+        }
+    }
+
     /// Shorthand for an [`Error::Io`] from a `std::io::Error`.
     pub fn io(path: impl AsRef<std::path::Path>, err: &std::io::Error) -> Self {
         Error::Io {

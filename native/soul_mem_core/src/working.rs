@@ -1123,16 +1123,7 @@ fn embed_rows(
     texts: &[&str],
 ) -> Result<Vec<VectorRow>> {
     let vectors = as_dyn(embedder).embed(texts, EmbedKind::Passage)?;
-    if vectors.len() != texts.len() {
-        return Err(Error::invalid_argument(
-            "embedder",
-            format!(
-                "returned {} vectors for {} texts",
-                vectors.len(),
-                texts.len()
-            ),
-        ));
-    }
+    Error::check_vector_count("embedder", vectors.len(), texts.len())?;
     Ok(ids
         .zip(texts)
         .zip(vectors)

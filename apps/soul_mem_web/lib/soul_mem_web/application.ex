@@ -18,16 +18,34 @@ defmodule SoulMemWeb.Application do
         {Registry, keys: :duplicate, name: SoulMemWeb.Tokens.Subscribers},
         {Registry, keys: :duplicate, name: SoulMemWeb.Socket.Registry},
         SoulMemWeb.RateLimit,
-        {SoulMemWeb.Tokens, configured: configured}
+        {SoulMemWeb.Tokens,
+         configured: configured, operator: Application.get_env(:soul_mem_web, :operator_token)}
       ] ++
         if Application.get_env(:soul_mem_web, :server, false), do: [SoulMemWeb.Endpoint], else: []
 
     with {:ok, pid} <-
            Supervisor.start_link(children, strategy: :one_for_one, name: SoulMemWeb.Supervisor) do
-      if configured == %{} and Application.get_env(:soul_mem_web, :generate_demo_token, false),
-        do: ensure_demo_token()
+      if Application.get_env(:soul_mem_web, :generate_demo_token, false) do
+        if configured == %{}, do: ensure_demo_token()
+        ensure_operator_token()
+      end
 
       {:ok, pid}
+    end
+  end
+
+  # Likewise the operator token of the page's operator view.
+  defp ensure_operator_token do
+    unless SoulMemWeb.Tokens.operators?() do
+      case SoulMemWeb.Tokens.create_operator() do
+        {:ok, token} ->
+          IO.puts(
+            "SoulMem: the operator token (shown once; for the page's operator view): #{token}"
+          )
+
+        {:error, reason} ->
+          Logger.error("SoulMem: could not create the operator token: #{inspect(reason)}")
+      end
     end
   end
 

@@ -13,7 +13,10 @@ defmodule SoulMemWeb.Router do
       with `Authorization: Bearer <token>` for that character:
       `POST messages | recall | feedback | control`, `POST import` (body: an
       export; `?replace=true` stops the character and replaces its store),
-      `GET | PUT notes/:note_id`, `GET export`.
+      `GET | PUT notes/:note_id`, `GET export`;
+    * `/api/operator/tokens` — with an operator token (`SoulMemWeb.Tokens`):
+      `GET` lists characters and their token counts, `POST tokens/:id`
+      creates a token (shown once), `DELETE tokens/:id` revokes them all.
 
   Errors are `{"error": {"code", "message"}}` with a 4xx/5xx status; a crash
   is logged and answered with a generic 500 (`crashmsg/3` replaces yaws'
@@ -253,6 +256,15 @@ defmodule SoulMemWeb.Router do
     end
   end
 
+  defp route(method, ["api", "operator" | rest], arg) do
+    with {:ok, token} <- authorize_operator(arg),
+         :ok <- rate(:token, token) do
+      operator(method, rest)
+    else
+      {:error, %Error{} = error} -> json_error(error)
+    end
+  end
+
   defp route(_method, path, _arg) when path in [[], ["health"], ["socket", "websocket"]],
     do: json_error(Error.new(:method_not_allowed))
 
@@ -294,6 +306,46 @@ defmodule SoulMemWeb.Router do
 
   defp api(_method, ["notes", _], _arg), do: {:error, Error.new(:method_not_allowed)}
   defp api(_method, _rest, _arg), do: {:error, Error.new(:not_found)}
+
+  ## Operator API (the page's operator view)
+
+  defp operator(:GET, ["tokens"]) do
+    characters = for {id, n} <- Tokens.counts(), do: %{"id" => id, "tokens" => n}
+    json(200, %{"characters" => characters})
+  end
+
+  defp operator(:POST, ["tokens", id]) do
+    case Tokens.create(id) do
+      {:ok, token} -> json(200, %{"character" => id, "token" => token})
+      {:error, reason} -> json_error(Error.from(reason))
+    end
+  end
+
+  # Revocation ends the character's joined channels at once (SoulMemWeb.Socket).
+  defp operator(:DELETE, ["tokens", id]) do
+    case Tokens.revoke(id) do
+      :ok -> json(200, %{"ok" => true, "character" => id})
+      {:error, reason} -> json_error(Error.from(reason))
+    end
+  end
+
+  defp operator(_method, ["tokens" | _]), do: json_error(Error.new(:method_not_allowed))
+  defp operator(_method, _rest), do: json_error(Error.new(:not_found))
+
+  defp authorize_operator(arg) do
+    token = bearer_token(arg)
+
+    cond do
+      token == nil ->
+        {:error, Error.new(:unauthorized, "send Authorization: Bearer <operator token>")}
+
+      Tokens.operator?(token) ->
+        {:ok, token}
+
+      true ->
+        {:error, Error.new(:forbidden, "an operator token is required")}
+    end
+  end
 
   ## WebSocket
 
@@ -424,12 +476,15 @@ defmodule SoulMemWeb.Router do
       else: {:error, Error.new(:invalid_character)}
   end
 
+  defp bearer_token(arg) do
+    case Yaws.headers(Yaws.arg(arg, :headers), :authorization) do
+      {_, _, orig} -> bearer(:erlang.iolist_to_binary(orig))
+      _ -> nil
+    end
+  end
+
   defp authorize(arg, character) do
-    token =
-      case Yaws.headers(Yaws.arg(arg, :headers), :authorization) do
-        {_, _, orig} -> bearer(:erlang.iolist_to_binary(orig))
-        _ -> nil
-      end
+    token = bearer_token(arg)
 
     cond do
       token == nil -> {:error, Error.new(:unauthorized, "send Authorization: Bearer <token>")}

@@ -37,11 +37,12 @@ defmodule SoulMemWeb.Tokens do
   @doc """
   Starts the token store. Options: `:data_dir` (default: app env
   `:soul_mem, :data_dir`), `:configured` (`%{character_id => token}` held in
-  memory only, see `put_configured/2`).
+  memory only, see `put_configured/2`), `:operator` (an operator token held
+  in memory only, e.g. from `SOUL_MEM_OPERATOR_TOKEN`).
   """
   @spec start_link(keyword()) :: GenServer.on_start()
   def start_link(opts \\ []) do
-    opts = Keyword.validate!(opts, [:data_dir, configured: %{}])
+    opts = Keyword.validate!(opts, [:data_dir, :operator, configured: %{}])
     GenServer.start_link(__MODULE__, opts, name: __MODULE__)
   end
 
@@ -94,9 +95,10 @@ defmodule SoulMemWeb.Tokens do
              byte_size(token) <= @max_token_bytes do
     digest = hash(token)
 
-    matches?(character_id, digest) or
-      (GenServer.call(__MODULE__, :reload_if_changed) == :reloaded and
-         matches?(character_id, digest))
+    valid_character?(character_id) and
+      (matches?(character_id, digest) or
+         (GenServer.call(__MODULE__, :reload_if_changed) == :reloaded and
+            matches?(character_id, digest)))
   end
 
   def verify(_character_id, _token), do: false
@@ -111,7 +113,14 @@ defmodule SoulMemWeb.Tokens do
     digest = hash(token)
 
     found? = fn ->
-      :ets.foldl(fn {_, hashes}, acc -> acc or has?(hashes, digest) end, false, @table)
+      :ets.foldl(
+        fn
+          {id, hashes}, acc when is_binary(id) -> acc or has?(hashes, digest)
+          _operators, acc -> acc
+        end,
+        false,
+        @table
+      )
     end
 
     found?.() or (GenServer.call(__MODULE__, :reload_if_changed) == :reloaded and found?.())
@@ -131,15 +140,58 @@ defmodule SoulMemWeb.Tokens do
     :ok
   end
 
-  @doc "The characters that have at least one token, sorted."
-  @spec characters() :: [character()]
-  def characters do
+  @doc """
+  Creates an operator token (the page's operator view and `/api/operator`:
+  list characters, create and revoke their tokens). Returned once; only its
+  hash is stored. An operator token opens no character.
+  """
+  @spec create_operator() :: {:ok, String.t()} | {:error, term()}
+  def create_operator do
+    token = @token_bytes |> :crypto.strong_rand_bytes() |> Base.url_encode64(padding: false)
+    with :ok <- GenServer.call(__MODULE__, {:add_operator, hash(token)}), do: {:ok, token}
+  end
+
+  @doc "Revokes every stored operator token (a configured one stays)."
+  @spec revoke_operators() :: :ok | {:error, term()}
+  def revoke_operators, do: GenServer.call(__MODULE__, :revoke_operators)
+
+  @doc "Whether `token` is an operator token. Constant time per stored hash."
+  @spec operator?(term()) :: boolean()
+  def operator?(token)
+      when is_binary(token) and token != "" and byte_size(token) <= @max_token_bytes do
+    digest = hash(token)
+
+    found? = fn ->
+      case :ets.lookup(@table, :operators) do
+        [{_, hashes}] -> has?(hashes, digest)
+        [] -> false
+      end
+    end
+
+    found?.() or (GenServer.call(__MODULE__, :reload_if_changed) == :reloaded and found?.())
+  end
+
+  def operator?(_token), do: false
+
+  @doc "Whether any operator token exists (stored or configured)."
+  @spec operators?() :: boolean()
+  def operators? do
+    match?([{_, [_ | _]}], :ets.lookup(@table, :operators))
+  end
+
+  @doc "Each character with tokens and how many it has (stored and configured), sorted."
+  @spec counts() :: [{character(), pos_integer()}]
+  def counts do
     @table
     |> :ets.tab2list()
-    |> Enum.filter(fn {_, h} -> h != [] end)
-    |> Enum.map(&elem(&1, 0))
+    |> Enum.filter(fn {id, h} -> is_binary(id) and h != [] end)
+    |> Enum.map(fn {id, h} -> {id, length(h)} end)
     |> Enum.sort()
   end
+
+  @doc "The characters that have at least one token, sorted."
+  @spec characters() :: [character()]
+  def characters, do: Enum.map(counts(), &elem(&1, 0))
 
   @doc "The file the stored tokens live in, for `data_dir`."
   @spec path(Path.t()) :: Path.t()
@@ -152,11 +204,7 @@ defmodule SoulMemWeb.Tokens do
   """
   @spec revoke_offline(Path.t(), character()) :: :ok | {:error, term()}
   def revoke_offline(data_dir, character_id) when is_binary(character_id) do
-    with {:ok, stored} <- read_file(path(data_dir)) do
-      if Map.has_key?(stored, character_id),
-        do: write_file(path(data_dir), Map.delete(stored, character_id)),
-        else: :ok
-    end
+    with {:ok, _} <- update_file(path(data_dir), &delete_character(&1, character_id)), do: :ok
   end
 
   @doc """
@@ -168,9 +216,7 @@ defmodule SoulMemWeb.Tokens do
     if valid_character?(character_id) do
       token = @token_bytes |> :crypto.strong_rand_bytes() |> Base.url_encode64(padding: false)
 
-      with {:ok, stored} <- read_file(path(data_dir)),
-           stored = Map.update(stored, character_id, [hash(token)], &[hash(token) | &1]),
-           :ok <- write_file(path(data_dir), stored),
+      with {:ok, _} <- update_file(path(data_dir), &add_hash(&1, character_id, hash(token))),
            do: {:ok, token}
     else
       {:error, :invalid_character}
@@ -187,9 +233,17 @@ defmodule SoulMemWeb.Tokens do
     :ets.new(@table, [:named_table, :protected, read_concurrency: true])
 
     case read_file(file) do
-      {:ok, stored} ->
+      {:ok, data} ->
         configured = Map.new(opts[:configured], fn {id, token} -> {id, hash(token)} end)
-        state = %{file: file, stored: stored, configured: configured, mtime: mtime(file)}
+
+        state = %{
+          file: file,
+          data: data,
+          configured: configured,
+          configured_operator: opts[:operator] && hash(opts[:operator]),
+          mtime: mtime(file)
+        }
+
         publish(state)
         schedule_check()
         {:ok, state}
@@ -200,12 +254,15 @@ defmodule SoulMemWeb.Tokens do
   end
 
   @impl true
-  def handle_call({:add, id, digest}, _from, state) do
-    stored = Map.update(state.stored, id, [digest], &[digest | &1])
-    save(state, stored)
-  end
+  def handle_call({:add, id, digest}, _from, state),
+    do: save(state, &add_hash(&1, id, digest))
 
-  def handle_call({:revoke, id}, _from, state), do: save(state, Map.delete(state.stored, id))
+  def handle_call({:revoke, id}, _from, state), do: save(state, &delete_character(&1, id))
+
+  def handle_call({:add_operator, digest}, _from, state),
+    do: save(state, &add_operator(&1, digest))
+
+  def handle_call(:revoke_operators, _from, state), do: save(state, &%{&1 | operators: []})
 
   def handle_call({:configured, id, digest}, _from, state) do
     state = %{state | configured: Map.put(state.configured, id, digest)}
@@ -233,8 +290,8 @@ defmodule SoulMemWeb.Tokens do
     mtime = mtime(state.file)
 
     with true <- mtime != state.mtime,
-         {:ok, stored} <- read_file(state.file) do
-      state = %{state | stored: stored, mtime: mtime}
+         {:ok, data} <- read_file(state.file) do
+      state = %{state | data: data, mtime: mtime}
       publish(state)
       {:reloaded, state}
     else
@@ -244,10 +301,12 @@ defmodule SoulMemWeb.Tokens do
 
   defp schedule_check, do: Process.send_after(self(), :check_file, @check_file_ms)
 
-  defp save(state, stored) do
-    case write_file(state.file, stored) do
-      :ok ->
-        state = %{state | stored: stored, mtime: mtime(state.file)}
+  # A change is applied to the file as it is now, not to this process's copy:
+  # another VM's write in the last second (a revoke) is kept.
+  defp save(state, change) do
+    case update_file(state.file, change) do
+      {:ok, data} ->
+        state = %{state | data: data, mtime: mtime(state.file)}
         publish(state)
         {:reply, :ok, state}
 
@@ -256,16 +315,69 @@ defmodule SoulMemWeb.Tokens do
     end
   end
 
+  # The file's data: %{tokens: %{character => [digest]}, operators: [digest]}.
+  defp add_hash(data, id, digest),
+    do: %{data | tokens: Map.update(data.tokens, id, [digest], &[digest | &1])}
+
+  defp delete_character(data, id), do: %{data | tokens: Map.delete(data.tokens, id)}
+  defp add_operator(data, digest), do: %{data | operators: [digest | data.operators]}
+
+  # Read, change, write the file under a lock file that every writer (this
+  # node, `mix soul.token` in another VM) takes: two writers never lose each
+  # other's change. A lock left by a crashed writer is broken after 10 s.
+  defp update_file(file, change) do
+    File.mkdir_p(Path.dirname(file))
+
+    with_lock(file <> ".lock", fn ->
+      with {:ok, data} <- read_file(file),
+           data = change.(data),
+           :ok <- write_file(file, data),
+           do: {:ok, data}
+    end)
+  end
+
+  @lock_wait_ms 5_000
+  @stale_lock_s 10
+
+  defp with_lock(lock, fun, waited \\ 0) do
+    case File.open(lock, [:write, :exclusive]) do
+      {:ok, io} ->
+        File.close(io)
+
+        try do
+          fun.()
+        after
+          File.rm(lock)
+        end
+
+      {:error, :eexist} when waited < @lock_wait_ms ->
+        with {:ok, %{mtime: at}} <- File.stat(lock, time: :posix),
+             true <- System.os_time(:second) - at > @stale_lock_s,
+             do: File.rm(lock)
+
+        Process.sleep(10)
+        with_lock(lock, fun, waited + 10)
+
+      {:error, :eexist} ->
+        {:error, :token_file_locked}
+
+      {:error, reason} ->
+        {:error, reason}
+    end
+  end
+
   defp publish(state) do
     rows =
-      Map.merge(state.stored, Map.new(state.configured, fn {id, d} -> {id, [d]} end), fn _id,
-                                                                                         s,
-                                                                                         c ->
-        c ++ s
-      end)
+      Map.merge(
+        state.data.tokens,
+        Map.new(state.configured, fn {id, d} -> {id, [d]} end),
+        fn _id, stored, configured -> configured ++ stored end
+      )
 
+    operators = List.wrap(state.configured_operator) ++ state.data.operators
     :ets.delete_all_objects(@table)
-    :ets.insert(@table, Enum.to_list(rows))
+    # The operators' row has an atom key: no character id (a binary) reaches it.
+    :ets.insert(@table, [{:operators, operators} | Enum.to_list(rows)])
 
     Registry.dispatch(SoulMemWeb.Tokens.Subscribers, :changed, fn entries ->
       for {pid, _} <- entries, do: send(pid, {__MODULE__, :changed})
@@ -302,20 +414,23 @@ defmodule SoulMemWeb.Tokens do
     end
   end
 
-  # The file: {"version": 1, "tokens": {"<character>": ["<sha256 hex>", ...]}}.
+  # The file: {"version": 1, "tokens": {"<character>": ["<sha256 hex>", ...]},
+  # "operators": ["<sha256 hex>", ...]} ("operators" optional).
   defp read_file(file) do
     case File.read(file) do
       {:ok, json} ->
-        with {:ok, %{"version" => 1, "tokens" => tokens}} when is_map(tokens) <-
+        with {:ok, %{"version" => 1, "tokens" => tokens} = doc} when is_map(tokens) <-
                SoulMem.JSON.decode(json),
-             {:ok, stored} <- decode_hashes(tokens) do
-          {:ok, stored}
+             {:ok, stored} <- decode_hashes(tokens),
+             {:ok, %{"operators" => operators}} <-
+               decode_hashes(%{"operators" => Map.get(doc, "operators", [])}) do
+          {:ok, %{tokens: stored, operators: operators}}
         else
           _ -> {:error, :malformed}
         end
 
       {:error, :enoent} ->
-        {:ok, %{}}
+        {:ok, %{tokens: %{}, operators: []}}
 
       {:error, reason} ->
         {:error, reason}
@@ -341,13 +456,13 @@ defmodule SoulMemWeb.Tokens do
 
   defp decode_hex(_), do: :error
 
-  defp write_file(file, stored) do
-    tokens =
-      Map.new(stored, fn {id, hashes} ->
-        {id, Enum.map(hashes, &Base.encode16(&1, case: :lower))}
-      end)
+  defp write_file(file, %{tokens: stored, operators: operators}) do
+    hex = fn hashes -> Enum.map(hashes, &Base.encode16(&1, case: :lower)) end
+    tokens = Map.new(stored, fn {id, hashes} -> {id, hex.(hashes)} end)
 
-    json = SoulMem.JSON.encode!(%{"version" => 1, "tokens" => tokens})
+    json =
+      SoulMem.JSON.encode!(%{"version" => 1, "tokens" => tokens, "operators" => hex.(operators)})
+
     SoulMem.JSON.write_file_atomic(file, json, mode: 0o600)
   end
 end

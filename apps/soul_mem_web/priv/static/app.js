@@ -100,6 +100,56 @@
       .receive("timeout", () => log("system", "timeout"));
   }
 
+  // The operator view: /api/operator with the operator token in the
+  // Authorization header (never in a URL).
+  async function operatorCall(method, path) {
+    const res = await fetch("/api/operator/" + path, {
+      method: method,
+      headers: { Authorization: "Bearer " + $("op-token").value }
+    });
+    const body = await res.json();
+    if (!res.ok) throw new Error(errorText(body));
+    return body;
+  }
+
+  function opStatus(text, kind) {
+    $("op-status").textContent = text;
+    $("op-status").className = "hint " + (kind || "");
+  }
+
+  async function listTokens(event) {
+    if (event) event.preventDefault();
+    try {
+      const body = await operatorCall("GET", "tokens");
+      const rows = body.characters.map((c) => el("tr", { className: "op-row" },
+        el("td", {}, el("code", {}, c.id)),
+        el("td", {}, String(c.tokens)),
+        el("td", {}, el("button", { type: "button", className: "op-revoke", onclick: () => revoke(c.id) }, "revoke"))));
+      $("op-table").tBodies[0].replaceChildren(...rows);
+      opStatus(body.characters.length + " characters with tokens");
+    } catch (e) { opStatus(e.message, "error"); }
+  }
+
+  async function revoke(id) {
+    try {
+      await operatorCall("DELETE", "tokens/" + encodeURIComponent(id));
+      await listTokens();
+      opStatus("revoked every token of " + id);
+    } catch (e) { opStatus(e.message, "error"); }
+  }
+
+  async function createToken() {
+    const id = $("op-new-id").value.trim();
+    if (!id) return;
+    try {
+      const body = await operatorCall("POST", "tokens/" + encodeURIComponent(id));
+      await listTokens();
+      opStatus("new token for " + id + " (shown once): " + body.token);
+    } catch (e) { opStatus(e.message, "error"); }
+  }
+
+  $("op-form").addEventListener("submit", listTokens);
+  $("op-create").addEventListener("click", createToken);
   $("connect").addEventListener("submit", join);
   $("say").addEventListener("submit", say);
 

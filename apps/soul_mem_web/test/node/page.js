@@ -1,20 +1,21 @@
-// Opens the chat page in headless Chromium (driven over the DevTools
-// protocol with `ws`), sends one line through phoenix.js and waits for the
-// recalled memories to render; checks that each shows stage, score and
-// seeds, and saves a screenshot.
-//   SOUL_HTTP=http://127.0.0.1:PORT SOUL_TOKEN=... SOUL_SCREENSHOT=/tmp/x.png node page.js
+// Drives the chat page in headless Chromium with puppeteer-core, as a person
+// would: joins, sends one line through phoenix.js and waits for the recalled
+// memories (each with stage, score and seeds); then opens the operator view,
+// gives a new character a token, checks it opens that character, revokes it
+// with the page's button and checks it no longer does. Saves screenshots.
+//   SOUL_HTTP=http://127.0.0.1:PORT SOUL_TOKEN=... SOUL_OPERATOR_TOKEN=... node page.js
 "use strict";
-const { spawn } = require("child_process");
-const fs = require("fs");
 const os = require("os");
 const path = require("path");
 const http = require("http");
-const WebSocket = require("ws");
+const { execFileSync } = require("child_process");
+const puppeteer = require("puppeteer-core");
 
 const base = process.env.SOUL_HTTP;
 const token = process.env.SOUL_TOKEN;
+const operatorToken = process.env.SOUL_OPERATOR_TOKEN;
 const shot = process.env.SOUL_SCREENSHOT || path.join(os.tmpdir(), "soul_mem_page.png");
-const chromium = process.env.CHROMIUM || "chromium";
+const opShot = shot.replace(/\.png$/, "_operator.png");
 const say = "你还记得和小白吃麻辣烫那次吗";
 
 function fail(message) {
@@ -22,87 +23,85 @@ function fail(message) {
   process.exit(1);
 }
 
-const deadline = setTimeout(() => fail("timed out after 40 s"), 40000);
+const deadline = setTimeout(() => fail("timed out after 60 s"), 60000);
 
-function getJson(url) {
+// The status of a GET with a bearer token (to check what a token opens).
+function statusWith(bearer, urlPath) {
   return new Promise((resolve, reject) => {
-    http.get(url, (res) => {
-      let body = "";
-      res.on("data", (c) => { body += c; });
-      res.on("end", () => { try { resolve(JSON.parse(body)); } catch (e) { reject(e); } });
+    http.get(base + urlPath, { headers: { Authorization: "Bearer " + bearer } }, (res) => {
+      res.resume();
+      res.on("end", () => resolve(res.statusCode));
     }).on("error", reject);
   });
 }
 
-async function waitFor(check, what, ms) {
-  const until = Date.now() + ms;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > until) fail("waiting for " + what);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 async function main() {
-  const profile = fs.mkdtempSync(path.join(os.tmpdir(), "soul_mem_chromium_"));
-  const browser = spawn(chromium, [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--remote-debugging-port=0", "--user-data-dir=" + profile, "--window-size=1280,900", "about:blank"
-  ], { stdio: "ignore" });
-  // The profile is removed once the browser has exited (it writes until then).
-  const exited = new Promise((resolve) => browser.on("exit", resolve));
-  process.on("exit", () => { try { browser.kill("SIGKILL"); } catch (_) {} });
-
-  const portFile = path.join(profile, "DevToolsActivePort");
-  const devPort = await waitFor(() => fs.existsSync(portFile) && fs.readFileSync(portFile, "utf8").split("\n")[0], "DevTools port", 20000);
-  const targets = await getJson(`http://127.0.0.1:${devPort}/json/list`);
-  const page = targets.find((t) => t.type === "page");
-  if (!page) fail("no page target");
-
-  const cdp = new WebSocket(page.webSocketDebuggerUrl);
-  await new Promise((resolve, reject) => { cdp.on("open", resolve); cdp.on("error", reject); });
-  let id = 0;
-  const pending = new Map();
-  const logs = [];
-  cdp.on("message", (data) => {
-    const msg = JSON.parse(data);
-    if (msg.id && pending.has(msg.id)) { pending.get(msg.id)(msg); pending.delete(msg.id); }
-    if (msg.method === "Runtime.exceptionThrown") logs.push("exception: " + JSON.stringify(msg.params.exceptionDetails.text));
+  const browser = await puppeteer.launch({
+    // Debian's chromium, found on PATH (puppeteer-core downloads nothing).
+    executablePath: process.env.CHROMIUM || execFileSync("sh", ["-c", "command -v chromium"]).toString().trim(),
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--window-size=1280,900"],
+    defaultViewport: { width: 1280, height: 900 }
   });
-  const send = (method, params) => new Promise((resolve) => { id += 1; pending.set(id, resolve); cdp.send(JSON.stringify({ id, method, params: params || {} })); });
-  const evaluate = async (expression) => {
-    const r = await send("Runtime.evaluate", { expression, returnByValue: true });
-    return r.result && r.result.result ? r.result.result.value : undefined;
-  };
+  const errors = [];
+  try {
+    const page = await browser.newPage();
+    page.on("pageerror", (e) => errors.push(e.message));
 
-  await send("Runtime.enable");
-  await send("Page.enable");
-  const url = `${base}/?token=${encodeURIComponent(token)}&character=demo&say=${encodeURIComponent(say)}`;
-  await send("Page.navigate", { url });
+    const url = `${base}/?token=${encodeURIComponent(token)}&character=demo&say=${encodeURIComponent(say)}`;
+    await page.goto(url);
+    await page.waitForFunction(() => document.querySelector("#status").textContent.startsWith("joined"), { timeout: 15000 });
+    await page.waitForSelector(".recall tbody tr", { timeout: 15000 });
+    const rows = await page.$$eval(".recall tbody tr", (trs) => trs.map((tr) => Array.from(tr.cells).map((c) => c.textContent)));
 
-  await waitFor(() => evaluate("document.querySelector('#status').textContent.startsWith('joined')"), "the join", 15000);
-  const rows = await waitFor(async () => {
-    const r = await evaluate(`Array.from(document.querySelectorAll('.recall tbody tr')).map(tr => Array.from(tr.cells).map(c => c.textContent))`);
-    return r && r.length > 0 ? r : null;
-  }, "recalled memories", 15000);
+    const stages = rows.map((r) => r[0]);
+    if (!stages.every((s) => ["Similarity", "Ppr", "Both", "Action", "Core"].includes(s))) fail("unexpected stages " + JSON.stringify(stages));
+    if (!rows.some((r) => r[0] !== "Action" && /^\d+\.\d{3}$/.test(r[1]) && r[3] !== "—")) fail("no memory row with a score and seeds: " + JSON.stringify(rows));
+    if (!rows.some((r) => r[2].includes("麻辣烫"))) fail("the 麻辣烫 memory was not recalled: " + JSON.stringify(rows));
+    const userLine = await page.$eval("#log li.user", (li) => li.textContent);
+    if (userLine !== say) fail("the chat log does not show the line: " + userLine);
+    await page.screenshot({ path: shot });
 
-  const stages = rows.map((r) => r[0]);
-  if (!stages.every((s) => ["Similarity", "Ppr", "Both", "Action", "Core"].includes(s))) fail("unexpected stages " + JSON.stringify(stages));
-  if (!rows.some((r) => r[0] !== "Action" && /^\d+\.\d{3}$/.test(r[1]) && r[3] !== "—")) fail("no memory row with a score and seeds: " + JSON.stringify(rows));
-  if (!rows.some((r) => r[2].includes("麻辣烫"))) fail("the 麻辣烫 memory was not recalled: " + JSON.stringify(rows));
-  const userLine = await evaluate("document.querySelector('#log li.user') && document.querySelector('#log li.user').textContent");
-  if (userLine !== say) fail("the chat log does not show the line: " + userLine);
-  if (logs.length) fail("page errors: " + logs.join("; "));
+    // The operator view: a wrong token is refused on the page.
+    await page.$eval("#operator", (d) => { d.open = true; });
+    await page.type("#op-token", "not-an-operator");
+    await page.click("#op-form button[type=submit]");
+    await page.waitForFunction(() => document.querySelector("#op-status").textContent.includes("forbidden"), { timeout: 5000 });
 
-  const png = await send("Page.captureScreenshot", { format: "png" });
-  fs.writeFileSync(shot, Buffer.from(png.result.data, "base64"));
-  console.log(JSON.stringify({ test: "page", ok: true, rows: rows.length, screenshot: shot }));
-  clearTimeout(deadline);
-  cdp.close();
-  browser.kill("SIGKILL");
-  await exited;
-  try { fs.rmSync(profile, { recursive: true, force: true }); } catch (_) { /* a leftover temp dir */ }
+    // A new token for a new character, then its revocation, by the page's buttons.
+    const character = "page-op-" + Date.now();
+    await page.$eval("#op-token", (i) => { i.value = ""; });
+    await page.type("#op-token", operatorToken);
+    await page.type("#op-new-id", character);
+    await page.click("#op-create");
+    await page.waitForFunction(() => document.querySelector("#op-status").textContent.includes("shown once"), { timeout: 5000 });
+    const status = await page.$eval("#op-status", (p) => p.textContent);
+    const created = status.split(": ").pop().trim();
+    const listed = await page.$$eval("#op-table tbody tr", (trs) => trs.map((tr) => tr.cells[0].textContent));
+    if (!listed.includes(character)) fail("the new character is not listed: " + JSON.stringify(listed));
+    const notePath = `/api/characters/${encodeURIComponent(character)}/notes/sem_self`;
+    const before = await statusWith(created, notePath);
+    if (before === 401 || before === 403) fail("the new token does not open its character: " + before);
+
+    await page.screenshot({ path: opShot });
+    const revokeButton = await page.evaluateHandle((id) => {
+      const row = Array.from(document.querySelectorAll("#op-table tbody tr")).find((tr) => tr.cells[0].textContent === id);
+      return row && row.querySelector("button.op-revoke");
+    }, character);
+    if (!revokeButton.asElement()) fail("no revoke button for " + character);
+    await revokeButton.asElement().click();
+    await page.waitForFunction((id) => document.querySelector("#op-status").textContent.includes("revoked every token of " + id), { timeout: 5000 }, character);
+    const after = await statusWith(created, notePath);
+    if (after !== 401) fail("the revoked token still answers " + after);
+    const remaining = await page.$$eval("#op-table tbody tr", (trs) => trs.map((tr) => tr.cells[0].textContent));
+    if (remaining.includes(character)) fail("the revoked character is still listed");
+
+    if (errors.length) fail("page errors: " + errors.join("; "));
+    console.log(JSON.stringify({ test: "page", ok: true, rows: rows.length, screenshot: shot, operator_screenshot: opShot }));
+  } finally {
+    clearTimeout(deadline);
+    await browser.close();
+  }
   process.exit(0);
 }
 

@@ -157,6 +157,38 @@ defmodule SoulMemWeb.EndpointTest do
     refute Router.origin_allowed?("http://pc.lan:4001", "pc.lan:4001")
   end
 
+  test "the operator API lists, creates and revokes tokens; it opens no character", %{base: base} do
+    op = [
+      {~c"authorization",
+       ~c"Bearer " ++ to_charlist(Application.fetch_env!(:soul_mem_web, :operator_token))}
+    ]
+
+    id = "op-#{System.unique_integer([:positive])}"
+    on_exit(fn -> SoulMemWeb.Tokens.revoke(id) end)
+
+    assert {200, %{"character" => ^id, "token" => token}} =
+             send_body(:post, "#{base}/api/operator/tokens/#{id}", "", op)
+
+    assert {200, _, body} = get("#{base}/api/operator/tokens", op)
+    assert %{"id" => id, "tokens" => 1} in SoulMem.JSON.decode!(body)["characters"]
+
+    character = [{~c"authorization", ~c"Bearer " ++ to_charlist(token)}]
+    # A character's token is no operator token, and the operator token opens no character.
+    assert {403, _, _} = get("#{base}/api/operator/tokens", character)
+    assert {401, _, _} = get("#{base}/api/characters/#{id}/notes/sem_self", op)
+    assert {401, _, _} = get("#{base}/api/operator/tokens")
+
+    assert {404, _, _} = get("#{base}/api/characters/#{id}/notes/sem_self", character)
+
+    assert {200, %{"ok" => true}} =
+             send_body(:delete, "#{base}/api/operator/tokens/#{id}", "", op)
+
+    assert {401, _, _} = get("#{base}/api/characters/#{id}/notes/sem_self", character)
+
+    assert {422, %{"error" => %{"code" => "invalid_character"}}} =
+             send_body(:post, "#{base}/api/operator/tokens/%20", "", op)
+  end
+
   describe "notes, export and import" do
     setup do
       id = "web-#{System.unique_integer([:positive])}"

@@ -114,13 +114,22 @@ defmodule SoulMemWeb.NodeClientTest do
   end
 
   @tag :chromium
-  test "the page chats through phoenix.js in headless Chromium", %{env: env} do
+  test "the page chats through phoenix.js, and its operator view revokes, in headless Chromium",
+       %{env: env} do
     shot = Path.join(System.tmp_dir!(), "soul_mem_page.png")
     File.rm(shot)
-    result = node!("page.js", [{"SOUL_SCREENSHOT", shot} | env])
+    operator = Application.fetch_env!(:soul_mem_web, :operator_token)
+
+    result =
+      node!("page.js", [{"SOUL_SCREENSHOT", shot}, {"SOUL_OPERATOR_TOKEN", operator} | env])
+
     assert result["rows"] > 0
-    assert %{size: size} = File.stat!(shot)
-    assert size > 10_000
-    IO.puts("\n  page screenshot: #{shot}")
+
+    for file <- [shot, result["operator_screenshot"]] do
+      assert %{size: size} = File.stat!(file)
+      assert size > 10_000
+    end
+
+    IO.puts("\n  page screenshots: #{shot}, #{result["operator_screenshot"]}")
   end
 end

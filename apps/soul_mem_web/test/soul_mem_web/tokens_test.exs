@@ -63,6 +63,17 @@ defmodule SoulMemWeb.TokensTest do
     refute Tokens.verify(id, token)
   end
 
+  test "a token created here right after another VM's revoke does not undo the revoke" do
+    id = unique("tok-race")
+    {:ok, token} = Tokens.create(id)
+    :ok = Tokens.revoke_offline(Application.fetch_env!(:soul_mem, :data_dir), id)
+    # Before this node's file check could notice, it writes the file itself.
+    {:ok, other} = Tokens.create(unique("tok-race-other"))
+    refute Tokens.verify(id, token)
+    assert File.read!(file()) =~ Base.encode16(:crypto.hash(:sha256, other), case: :lower)
+    refute File.read!(file()) =~ Base.encode16(:crypto.hash(:sha256, token), case: :lower)
+  end
+
   test "a token written by another VM (mix soul.token) is picked up" do
     id = unique("tok-offline")
     {:ok, token} = Tokens.create_offline(Application.fetch_env!(:soul_mem, :data_dir), id)

@@ -823,16 +823,7 @@ impl NodeVectors {
         } else {
             embedder.embed(&order, EmbedKind::Passage)?
         };
-        if vectors.len() != order.len() {
-            return Err(Error::invalid_argument(
-                "embedder",
-                format!(
-                    "returned {} vectors for {} texts",
-                    vectors.len(),
-                    order.len()
-                ),
-            ));
-        }
+        Error::check_vector_count("embedder", vectors.len(), order.len())?;
         let mut out = NodeVectors::new(embedder.dim())?;
         for (note, items) in graph.notes().zip(&per_node) {
             let rows: Vec<(FieldKind, &str, &[f32])> = items
