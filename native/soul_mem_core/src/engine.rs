@@ -34,6 +34,8 @@ pub struct Engine {
     // The retention factors of the last recall, reused while the key holds (see
     // `Engine::recall_at`), so an unchanged graph reuses the index's decayed matrix.
     decay_cache: Option<DecayCache>,
+    // Recalls that reused the cached factors, and that computed them (hits, misses).
+    decay_counters: (u64, u64),
 }
 
 /// Retention factors evaluated at the start of one time bucket.
@@ -89,6 +91,7 @@ impl Engine {
             forget_dirty: BTreeSet::new(),
             decay_epoch: 0,
             decay_cache: None,
+            decay_counters: (0, 0),
         }
     }
 
@@ -233,8 +236,10 @@ impl Engine {
             .as_ref()
             .is_some_and(|c| (c.graph_version, c.epoch, c.bucket) == (version, epoch, bucket))
         {
+            self.decay_counters.0 += 1;
             return Ok(());
         }
+        self.decay_counters.1 += 1;
         let at =
             DateTime::<Utc>::from_timestamp_millis(bucket.saturating_mul(width)).unwrap_or(now);
         // The index lists the notes in graph order (checked when it was built).
@@ -315,11 +320,21 @@ impl Engine {
     }
 
     /// Replaces the forgetting parameters; errors (nothing changed) when they are invalid.
+    /// Setting the config it already has changes nothing (the cached decay factors stay
+    /// valid), so a caller may set it on every recall.
     pub fn set_forget_config(&mut self, cfg: ForgetConfig) -> Result<()> {
         cfg.validate()?;
-        self.forget_config = cfg;
-        self.decay_epoch += 1;
+        if cfg != self.forget_config {
+            self.forget_config = cfg;
+            self.decay_epoch += 1;
+        }
         Ok(())
+    }
+
+    /// How many recalls reused the cached decay factors and how many computed them
+    /// (hits, misses) since the engine was made.
+    pub fn decay_cache_counters(&self) -> (u64, u64) {
+        self.decay_counters
     }
 
     /// The forgetting state of a note (degree, band, cached revision, original text).

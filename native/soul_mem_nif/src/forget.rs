@@ -160,8 +160,10 @@ fn forget_sweep<'a>(env: Env<'a>, handle: Handle, now_ms: i64, config_json: Stri
 }
 
 /// Sets the forgetting parameters the engine decays retrieval link weights with (and the
-/// default for `""` config arguments). Returns `{:ok, canonical config JSON}`.
-#[rustler::nif]
+/// default for `""` config arguments). Returns `{:ok, canonical config JSON}`. The same
+/// config again changes nothing, so the decay cache keeps hitting. Dirty: it takes the
+/// engine's write lock, which a dirty NIF (an embedding, a consolidation) may hold for long.
+#[rustler::nif(schedule = "DirtyCpu")]
 fn forget_set_config<'a>(env: Env<'a>, handle: Handle, config_json: String) -> Term<'a> {
     let result = (|| {
         let cfg = ForgetConfig::from_json(&config_json)?;

@@ -95,7 +95,8 @@ fn graph_import_file<'a>(
 
 mod atoms {
     rustler::atoms! {
-        character, nodes, links, pending_links, nodes_by_kind, links_by_kind,
+        character, nodes, links, pending_links, nodes_by_kind, links_by_kind, decay_cache_hits,
+        decay_cache_misses,
     }
 }
 
@@ -110,7 +111,9 @@ fn count_map<'a>(env: Env<'a>, counts: &std::collections::BTreeMap<&str, usize>)
     map
 }
 
-#[rustler::nif]
+/// Counts of the graph and the decay cache's hits and misses. Dirty: the read lock may wait
+/// for a dirty writer.
+#[rustler::nif(schedule = "DirtyCpu")]
 fn graph_stats<'a>(env: Env<'a>, handle: Handle) -> Term<'a> {
     let engine = match handle.read() {
         Ok(g) => g,
@@ -118,13 +121,16 @@ fn graph_stats<'a>(env: Env<'a>, handle: Handle) -> Term<'a> {
     };
     let graph = engine.graph();
     let s = graph.stats();
-    let pairs: [(rustler::Atom, Term<'a>); 6] = [
+    let (hits, misses) = engine.decay_cache_counters();
+    let pairs: [(rustler::Atom, Term<'a>); 8] = [
         (atoms::character(), graph.character().encode(env)),
         (atoms::nodes(), s.nodes.encode(env)),
         (atoms::links(), s.links.encode(env)),
         (atoms::pending_links(), s.pending_links.encode(env)),
         (atoms::nodes_by_kind(), count_map(env, &s.nodes_by_kind)),
         (atoms::links_by_kind(), count_map(env, &s.links_by_kind)),
+        (atoms::decay_cache_hits(), hits.encode(env)),
+        (atoms::decay_cache_misses(), misses.encode(env)),
     ];
     let mut map = Term::map_new(env);
     for (k, v) in pairs {

@@ -21,7 +21,10 @@ defmodule SoulMem.Character do
   (`SoulMem.Maintenance`) in a task: the character keeps serving, and a
   request during maintenance does not cancel it. While idle, maintenance
   repeats every `:maintenance_interval` ms. Sending the atom `:idle_timeout`
-  to the process makes it idle at once (tests, operators).
+  to the process makes it idle at once (tests, operators). A persisted
+  character idle for `:stop_after` ms (default 30 min) stops, after its
+  write-back, and the next request starts it from its store; the atom
+  `:idle_stop` stops an idle one at once.
 
   ## Persistence
 
@@ -77,7 +80,7 @@ defmodule SoulMem.Character do
 
   @type character :: String.t() | pid()
   @type state_name :: :loading | :working | :idle
-  @type call_error :: {:error, :not_running | :timeout}
+  @type call_error :: {:error, :not_running | :timeout | :loading}
 
   @start_opts [
     :id,
@@ -88,9 +91,11 @@ defmodule SoulMem.Character do
     :interval,
     :max_bytes,
     :idle_after,
+    :stop_after,
     :maintenance,
     :maintenance_interval,
     :embedder,
+    :embedding_module,
     :persist,
     :data_dir,
     :store_quota,
@@ -121,6 +126,9 @@ defmodule SoulMem.Character do
     * `:summary` — an initial cumulative summary;
     * `:idle_after` — ms without requests before Idle (default: app env
       `:idle_after_ms`, 5 min);
+    * `:stop_after` — ms Idle before a persisted character stops (after its
+      write-back; the next request starts it again from its store), or
+      `:infinity` (default: app env `:idle_stop_ms`, 30 min);
     * `:maintenance` — implementation modules (default: app env
       `:maintenance`);
     * `:maintenance_interval` — ms between maintenance runs while Idle
@@ -300,18 +308,42 @@ defmodule SoulMem.Character do
   def force(character, task, timeout \\ @default_timeout),
     do: call(character, {:force, task}, timeout)
 
+  # A request carries its deadline: one that waited past it in the mailbox
+  # (its caller gave up) is answered without being applied, so a message a
+  # client saw fail is never stored later. While the character loads, a
+  # request waits for it up to the load timeout (default 60 s) and fails
+  # with `:loading` past it.
   defp call(character, message, timeout) do
     case resolve(character) do
       nil ->
         {:error, :not_running}
 
       pid ->
+        loading? = loading?(pid)
+        timeout = if loading?, do: max_timeout(timeout, load_timeout()), else: timeout
+
         try do
-          GenServer.call(pid, message, timeout)
+          GenServer.call(pid, {:before, deadline(timeout), message}, timeout)
         catch
-          :exit, {:timeout, _} -> {:error, :timeout}
+          :exit, {:timeout, _} -> {:error, if(loading?(pid), do: :loading, else: :timeout)}
           :exit, _ -> {:error, :not_running}
         end
+    end
+  end
+
+  defp deadline(:infinity), do: :infinity
+  defp deadline(ms), do: System.monotonic_time(:millisecond) + ms
+
+  defp max_timeout(:infinity, _), do: :infinity
+  defp max_timeout(a, b), do: max(a, b)
+
+  defp load_timeout, do: Application.get_env(:soul_mem, :load_timeout_ms, 60_000)
+
+  # The Registry value of a character is :ready once it has loaded.
+  defp loading?(pid) do
+    case Registry.keys(SoulMem.Registry, pid) do
+      [id | _] -> Registry.values(SoulMem.Registry, id, pid) != [:ready]
+      [] -> false
     end
   end
 
@@ -365,6 +397,9 @@ defmodule SoulMem.Character do
       idle_after: opts[:idle_after] || Application.get_env(:soul_mem, :idle_after_ms, 300_000),
       idle_ref: nil,
       idle_timer: nil,
+      stop_after:
+        stop_after!(opts[:stop_after] || Application.get_env(:soul_mem, :idle_stop_ms, 1_800_000)),
+      stop_ref: nil,
       maintenance: opts[:maintenance] || Maintenance.implementations(),
       maintenance_interval:
         opts[:maintenance_interval] ||
@@ -393,6 +428,9 @@ defmodule SoulMem.Character do
       # embedding the graph in the background; recall uses the lexical hash
       # index meanwhile) or :none.
       embedding: :none,
+      embedding_module:
+        opts[:embedding_module] ||
+          Application.get_env(:soul_mem, :embedding_module, SoulMem.Embedding),
       subscribers: %{},
       records: %{},
       feedback: %{},
@@ -461,6 +499,15 @@ defmodule SoulMem.Character do
         "expected #{inspect(key)} to be a non-negative integer (ms), got: #{inspect(other)}"
       )
 
+  defp stop_after!(ms) when (is_integer(ms) and ms >= 0) or ms == :infinity, do: ms
+
+  defp stop_after!(other),
+    do:
+      raise(
+        ArgumentError,
+        "expected :stop_after to be a non-negative integer or :infinity, got: #{inspect(other)}"
+      )
+
   defp embedder!(e) when e in [:auto, :model, :hash, :none], do: e
 
   defp embedder!(other),
@@ -489,7 +536,8 @@ defmodule SoulMem.Character do
            do: {:ok, state}
          ) do
       {:ok, state} ->
-        {:noreply, dispatch_summary(%{state | status: :idle, source: nil})}
+        Registry.update_value(SoulMem.Registry, state.id, fn _ -> :ready end)
+        {:noreply, %{state | status: :idle, source: nil} |> schedule_stop() |> dispatch_summary()}
 
       {:error, error} ->
         Logger.error("character #{state.id}: cannot load its graph: #{Exception.message(error)}")
@@ -613,7 +661,7 @@ defmodule SoulMem.Character do
   defp embed(%{embedder: :none} = state), do: {:ok, state}
 
   defp embed(state) do
-    embedding = Application.get_env(:soul_mem, :embedding_module, SoulMem.Embedding)
+    embedding = state.embedding_module
 
     if Code.ensure_loaded?(embedding) and function_exported?(embedding, :embed_graph, 2),
       do: do_embed(embedding, state),
@@ -680,6 +728,12 @@ defmodule SoulMem.Character do
   end
 
   @impl true
+  def handle_call({:before, deadline, message}, from, state) do
+    if deadline != :infinity and System.monotonic_time(:millisecond) > deadline,
+      do: {:reply, {:error, :timeout}, state},
+      else: handle_call(message, from, state)
+  end
+
   def handle_call({:push, messages}, _from, state) do
     case push_messages(state, messages) do
       {:ok, state} -> {:reply, :ok, state |> touch() |> dispatch_summary()}
@@ -856,6 +910,16 @@ defmodule SoulMem.Character do
   def handle_info({:idle_timeout, ref}, %{idle_ref: ref} = state), do: {:noreply, go_idle(state)}
   def handle_info({:idle_timeout, _stale}, state), do: {:noreply, state}
   def handle_info(:idle_timeout, state), do: {:noreply, go_idle(state)}
+
+  # Idle for `stop_after` ms with nothing in flight: the process ends
+  # (terminate/2 writes back) and the next request starts it from its store.
+  def handle_info({:idle_stop, ref}, %{stop_ref: ref, status: :idle} = state),
+    do: idle_stop(state)
+
+  def handle_info({:idle_stop, _stale}, state), do: {:noreply, state}
+  # The atom stops an idle persisted character at once (tests, operators).
+  def handle_info(:idle_stop, %{status: :idle, store: %Store{}} = state), do: idle_stop(state)
+  def handle_info(:idle_stop, state), do: {:noreply, state}
 
   def handle_info({:summary_retry, ref}, %{retry_ref: ref} = state) do
     # Jobs a maintenance run holds are in flight, not failed: they are left
@@ -1072,7 +1136,8 @@ defmodule SoulMem.Character do
     # The timer message carries a fresh ref: one already in the mailbox is stale.
     ref = make_ref()
     timer = Process.send_after(self(), {:idle_timeout, ref}, state.idle_after)
-    state = %{state | idle_ref: ref, idle_timer: timer, maintenance_timer: nil}
+    # A stop timer already sent is stale once the ref changes.
+    state = %{state | idle_ref: ref, idle_timer: timer, maintenance_timer: nil, stop_ref: nil}
 
     if state.status == :working do
       state
@@ -1085,7 +1150,7 @@ defmodule SoulMem.Character do
   defp go_idle(%{status: :idle} = state), do: state
 
   defp go_idle(state) do
-    state = %{state | status: :idle, idle_ref: nil, idle_timer: nil}
+    state = schedule_stop(%{state | status: :idle, idle_ref: nil, idle_timer: nil})
     notify(state, :state_changed, :idle)
     state = write_back(state)
 
@@ -1132,6 +1197,26 @@ defmodule SoulMem.Character do
         maintenance_ref: task.ref,
         tasks: Map.put(state.tasks, task.ref, {:maintenance, tasks, job_ids})
     }
+  end
+
+  defp idle_stop(state) do
+    if state.maintenance_ref == nil and state.tasks == %{} do
+      notify(state, :state_changed, :stopped)
+      {:stop, :normal, state}
+    else
+      {:noreply, schedule_stop(state)}
+    end
+  end
+
+  # Only a character with a store stops when idle: it comes back exactly as
+  # it was; one without would lose its memory.
+  defp schedule_stop(%{store: nil} = state), do: state
+  defp schedule_stop(%{stop_after: :infinity} = state), do: state
+
+  defp schedule_stop(state) do
+    ref = make_ref()
+    Process.send_after(self(), {:idle_stop, ref}, state.stop_after)
+    %{state | stop_ref: ref}
   end
 
   defp schedule_maintenance(%{status: :idle, maintenance_timer: nil} = state) do

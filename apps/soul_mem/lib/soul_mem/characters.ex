@@ -16,7 +16,9 @@ defmodule SoulMem.Characters do
   returned. A character with a store under the data directory comes back
   from it (graph, window, summary, records, feedback); `:graph` only seeds a
   new one. A graph file that does not exist fails with
-  `{:error, {:graph_not_found, path}}`.
+  `{:error, {:graph_not_found, path}}`. Without `:graph` or `:memory`, a new
+  character is seeded from its configured seed file (`seed/1`), so the demo
+  always starts with its memories.
   """
   @spec ensure_started(String.t(), keyword()) :: {:ok, pid()} | {:error, term()}
   def ensure_started(character_id, opts \\ []) when is_binary(character_id) do
@@ -25,6 +27,12 @@ defmodule SoulMem.Characters do
         {:ok, pid}
 
       nil ->
+        opts =
+          case {opts[:graph], opts[:memory], seed(character_id)} do
+            {nil, nil, path} when is_binary(path) -> Keyword.put(opts, :graph, path)
+            _ -> opts
+          end
+
         spec = {Character, Keyword.put(opts, :id, character_id)}
 
         case DynamicSupervisor.start_child(@supervisor, spec) do
@@ -33,6 +41,30 @@ defmodule SoulMem.Characters do
           {:error, _} = error -> error
         end
     end
+  end
+
+  # The demo's graph: the copy a release ships in soul_mem's priv, else the
+  # umbrella's fixture (found from this source file, as in a checkout).
+  @demo_fixture Path.expand("../../../../fixtures/characters/demo.json", __DIR__)
+
+  @doc """
+  The seed file of a new character `character_id`: `config :soul_mem,
+  :seeds` (`%{id => graph path}`), where `"demo"` defaults to the shipped
+  demo graph; `nil` for others. A seed only fills an empty store: a stored
+  graph is never replaced.
+  """
+  @spec seed(String.t()) :: Path.t() | nil
+  def seed(character_id) do
+    case Application.get_env(:soul_mem, :seeds, %{}) do
+      %{^character_id => path} -> path
+      _ when character_id == "demo" -> demo_graph()
+      _ -> nil
+    end
+  end
+
+  defp demo_graph do
+    shipped = Application.app_dir(:soul_mem, "priv/characters/demo.json")
+    if File.regular?(shipped), do: shipped, else: @demo_fixture
   end
 
   @doc "The pid of the running character `character_id`, or `nil`."

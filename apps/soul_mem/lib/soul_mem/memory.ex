@@ -117,7 +117,19 @@ defmodule SoulMem.Memory do
   still pending (their target is not in the graph yet).
   """
   @spec stats(t()) :: stats()
-  def stats(%__MODULE__{ref: ref}), do: Native.graph_stats(ref)
+  def stats(%__MODULE__{ref: ref}),
+    do: ref |> Native.graph_stats() |> Map.drop([:decay_cache_hits, :decay_cache_misses])
+
+  @doc """
+  How many recalls reused the links' cached forgetting decay (`hits`) and how
+  many computed it (`misses`) since the graph was loaded. An unchanged
+  character's recalls hit.
+  """
+  @spec decay_cache(t()) :: %{hits: non_neg_integer(), misses: non_neg_integer()}
+  def decay_cache(%__MODULE__{ref: ref}) do
+    %{decay_cache_hits: hits, decay_cache_misses: misses} = Native.graph_stats(ref)
+    %{hits: hits, misses: misses}
+  end
 
   @doc """
   Fetches one note by readable id or UUID.

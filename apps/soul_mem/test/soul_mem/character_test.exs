@@ -471,6 +471,52 @@ defmodule SoulMem.CharacterTest do
     end
   end
 
+  describe "loading" do
+    # Embeds only when told to by a {:go, test pid} message to the character.
+    defmodule SlowEmbedding do
+      @moduledoc false
+      def ensure_loaded(_opts), do: {:ok, "slow"}
+      def prefill(_memory, _opts), do: {:ok, 0}
+
+      def embed_graph(_memory, _opts) do
+        receive do
+          {:go, from} -> send(from, :embedding)
+        end
+
+        {:ok, "slow"}
+      end
+    end
+
+    test "a request during loading waits for it, beyond the usual timeout" do
+      id = "loading-#{System.unique_integer([:positive])}"
+
+      pid =
+        start_supervised!(
+          {Character, id: id, embedder: :hash, embedding_module: SlowEmbedding},
+          id: id
+        )
+
+      push = Task.async(fn -> Character.push(id, user("来了"), 50) end)
+      # Past the push's own 50 ms: it still waits, for the load.
+      refute Task.yield(push, 200)
+      send(pid, {:go, self()})
+      assert_receive :embedding
+      assert :ok = Task.await(push)
+      assert {:ok, window} = Character.window(id)
+      assert texts(Window.messages(window)) == ["来了"]
+    end
+
+    test "a request whose caller gave up is not applied" do
+      {id, pid} = start_character(%{}, [])
+      expired = System.monotonic_time(:millisecond) - 1
+
+      assert {:error, :timeout} = GenServer.call(pid, {:before, expired, {:push, [user("太晚了")]}})
+
+      assert {:ok, window} = Character.window(id)
+      assert Window.messages(window) == []
+    end
+  end
+
   describe "Maintenance.run_all/3" do
     defmodule Raising do
       @moduledoc false

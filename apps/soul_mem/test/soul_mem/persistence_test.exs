@@ -55,6 +55,70 @@ defmodule SoulMem.PersistenceTest do
     Enum.map(Window.visible(window), & &1.text)
   end
 
+  test "an idle persisted character stops after its write-back and comes back as it was",
+       context do
+    id = id()
+    pid = start(context, id, maintenance: [])
+    :ok = Character.subscribe(pid)
+    ref = Process.monitor(pid)
+    for text <- ~w(一 二 三), do: :ok = Character.push(id, user(text))
+
+    send(pid, :idle_timeout)
+    assert_receive {:soul_mem, ^id, :state_changed, :idle}
+    assert_receive {:soul_mem, ^id, :maintenance_done, _}, 5_000
+    send(pid, :idle_stop)
+    assert_receive {:soul_mem, ^id, :state_changed, :stopped}, 5_000
+    assert_receive {:DOWN, ^ref, :process, ^pid, :normal}
+    assert Characters.whereis(id) == nil
+
+    {:ok, again} = Characters.ensure_started(id, opts(context, id, stop_after: :infinity))
+    on_exit(fn -> Characters.stop(id) end)
+    assert again != pid
+    assert texts(id) == ~w(一 二 三)
+    :ok = Characters.stop(id)
+
+    # The timer: idle for stop_after ms (here 0, right after loading) and it stops by itself.
+    {:ok, pid} = Characters.ensure_started(id, opts(context, id, stop_after: 0))
+    ref = Process.monitor(pid)
+    assert_receive {:DOWN, ^ref, :process, ^pid, :normal}, 5_000
+  end
+
+  test "a new character is seeded from its seed file once; its store is never replaced",
+       context do
+    id = id()
+    Application.put_env(:soul_mem, :seeds, %{id => demo_fixture()})
+    on_exit(fn -> Application.delete_env(:soul_mem, :seeds) end)
+    assert File.regular?(Characters.seed("demo"))
+
+    start = fn -> Characters.ensure_started(id, persist: true, data_dir: context.tmp_dir) end
+    {:ok, pid} = start.()
+    {:ok, %{stats: %{nodes: 53}}} = Character.info(pid, 30_000)
+    :ok = Character.push(id, user("记住这句"))
+
+    {:ok, _} =
+      SoulMem.put_note(id, %{
+        "id" => "sem_new",
+        "tags" => [],
+        "mem_links" => [],
+        "mem_type" => %{
+          "Semantic" => %{
+            "content" => "新的",
+            "aliases" => [],
+            "concept_type" => "Entity",
+            "description" => ""
+          }
+        }
+      })
+
+    :ok = Characters.stop(id)
+
+    # Started again (the seed still configured): the stored graph, not the seed.
+    {:ok, pid} = start.()
+    on_exit(fn -> Characters.stop(id) end)
+    {:ok, %{stats: %{nodes: 54}}} = Character.info(pid, 30_000)
+    assert texts(id) == ["记住这句"]
+  end
+
   test "a restarted character has its window, summary, feedback, records and graph", context do
     id = id()
     pid = start(context, id)

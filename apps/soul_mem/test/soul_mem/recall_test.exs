@@ -319,6 +319,18 @@ defmodule SoulMem.RetrievalIntegrationTest do
     assert Enum.sort(Map.keys(records)) == Enum.sort(Enum.uniq(returned))
   end
 
+  test "repeated recalls of an unchanged character reuse the decay cache" do
+    id = "retrieval-decay-#{System.unique_integer([:positive])}"
+    start_supervised!({SoulMem.Character, id: id, graph: demo_fixture()})
+    {:ok, memory} = SoulMem.Character.memory(id)
+
+    for i <- 1..100, do: {:ok, _} = SoulMem.recall(id, %{text: "小白和麻辣烫#{i}"})
+
+    %{hits: hits, misses: misses} = SoulMem.Memory.decay_cache(memory)
+    assert hits + misses == 100
+    assert hits / 100 >= 0.9, "decay cache: #{hits} hits, #{misses} misses"
+  end
+
   test "recall options are checked even when there is nothing to look for" do
     id = "retrieval-opts-#{System.unique_integer([:positive])}"
     start_supervised!({SoulMem.Character, id: id, graph: demo_fixture()})

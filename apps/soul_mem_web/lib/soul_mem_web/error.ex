@@ -61,9 +61,11 @@ defmodule SoulMemWeb.Error do
     backlog_full: {429, "too many messages wait for their summary; retry later"},
     unsupported: {501, "not supported by this runtime yet"},
     not_running: {503, "the character is not running"},
+    loading: {503, "the character is still loading; retry shortly"},
     character_unavailable: {503, "the character cannot be started"},
     timeout: {504, "the character did not answer in time"},
     limit_exceeded: {422, "the input holds more items than allowed"},
+    embedding: {503, "the embedding model is unavailable"},
     in_use: {409, "the character's store is in use by another process"},
     disk_full: {507, "the disk is full; nothing was written"},
     read_only: {500, "the character's store cannot be written"},
@@ -111,6 +113,7 @@ defmodule SoulMemWeb.Error do
   # Summaries catch up when the LLM is back; the character retries them with
   # backoff, so a client is asked to wait about that long.
   def from(:backlog_full), do: %{new(:backlog_full) | retry_after: 30}
+  def from(:loading), do: %{new(:loading) | retry_after: 5}
   def from(reason) when is_map_key(@known, reason), do: new(reason)
   def from({:graph_not_found, _path}), do: new(:character_unavailable)
   def from({:load_failed, _}), do: new(:character_unavailable)

@@ -30,7 +30,8 @@ defmodule SoulMemWeb.Operations do
   @doc """
   Returns the running character, starting it when needed with its
   configured start options (`config :soul_mem_web, characters: %{id =>
-  opts}`; the demo character gets its fixture graph).
+  opts}`; a new demo character is seeded with its graph by
+  `SoulMem.Characters`).
   """
   @spec ensure_character(String.t()) :: {:ok, pid()} | {:error, Error.t()}
   def ensure_character(character_id) do
@@ -40,30 +41,15 @@ defmodule SoulMemWeb.Operations do
     end
   end
 
-  # The demo character's graph when nothing else is configured: the copy a
-  # release ships in soul_mem's priv, else the umbrella's fixture (found from
-  # this source file, as in a checkout).
-  @demo_fixture Path.expand("../../../../fixtures/characters/demo.json", __DIR__)
-
-  defp demo_graph do
-    shipped = Application.app_dir(:soul_mem, "priv/characters/demo.json")
-    if File.regular?(shipped), do: shipped, else: @demo_fixture
-  end
-
   @doc """
   The start options of `character_id` (see `ensure_character/1`): from
-  `config :soul_mem_web, :characters`, else `[graph:
-  "fixtures/characters/demo.json"]` for `"demo"` and `[]` for the others.
+  `config :soul_mem_web, :characters`, else `[]`.
   """
   @spec start_opts(String.t()) :: keyword()
   def start_opts(character_id) do
     configured = Application.get_env(:soul_mem_web, :characters, %{})
 
-    cond do
-      Map.has_key?(configured, character_id) -> Map.fetch!(configured, character_id)
-      character_id == "demo" -> [graph: demo_graph()]
-      true -> []
-    end
+    Map.get(configured, character_id, [])
   end
 
   @doc """
