@@ -8,10 +8,12 @@ defmodule SoulMem do
       export), held by the Rust core;
     * `SoulMem.JSON` — JSON encoding and decoding;
     * `SoulMem.Error` — the error of every failing operation;
-    * `SoulMem.Characters` / `SoulMem.Character` — running characters
-      (window, summary, Working/Idle, records, events);
-    * `recall/3` — push messages and recall memories as a context block;
-    * `SoulMem.Admin` — operator helpers.
+    * this module — the API of the endpoint, the mix tasks and operators:
+      start and stop characters, push, `recall/3`, feedback, notes,
+      maintenance, events, export and import;
+    * `SoulMem.Admin` — operator views (list, window, summary, backups);
+    * `SoulMem.Characters` / `SoulMem.Character` — the processes behind it
+      (internal).
 
   `SoulMem.Native` holds the NIF stubs and is private to this app.
   """
@@ -136,6 +138,81 @@ defmodule SoulMem do
        }}
     end
   end
+
+  @doc """
+  Returns the running character `id`, starting it when needed (from its
+  store, else its seed; see `SoulMem.Characters.ensure_started/2` for the
+  options).
+  """
+  @spec ensure_started(String.t(), keyword()) :: {:ok, pid()} | {:error, term()}
+  def ensure_started(id, opts \\ []), do: SoulMem.Characters.ensure_started(id, opts)
+
+  @doc "The pid of the running character `id`, or `nil`."
+  @spec whereis(String.t()) :: pid() | nil
+  def whereis(id), do: SoulMem.Characters.whereis(id)
+
+  @doc """
+  The character at a glance: `%{id, state, window_size, pending, jobs,
+  summary_length, maintenance_running, stats}`. A character still loading
+  is waited for (up to `timeout`, or the load timeout).
+  """
+  @spec info(String.t() | pid(), timeout()) :: {:ok, map()} | {:error, term()}
+  def info(character, timeout \\ 5_000), do: SoulMem.Character.info(character, timeout)
+
+  @doc """
+  One chat turn: pushes the user's `text`, recalls for it and asks the LLM
+  for the character's reply, which is pushed too (`SoulMem.Chat.turn/3`:
+  options `:partner`, `:llm` — `false` for no reply, `:timeout`).
+  """
+  @spec turn(String.t() | pid(), String.t(), keyword()) ::
+          {:ok, SoulMem.Chat.turn()} | {:error, term()}
+  def turn(character, text, opts \\ []), do: SoulMem.Chat.turn(character, text, opts)
+
+  @doc "Stops a running character gracefully (after its write-back)."
+  @spec stop(String.t() | pid()) :: :ok | {:error, :not_running}
+  def stop(character), do: SoulMem.Characters.stop(character)
+
+  @doc """
+  Pushes one message or a list (`%{role: :user | :assistant | "user" |
+  "assistant", text: binary}`, optional `:at`) into the character's window,
+  all or nothing; durable once it returns for a persisted character.
+  `{:error, :backlog_full}` while too many messages wait for their summary.
+  """
+  @spec push(String.t() | pid(), map() | [map()]) :: :ok | {:error, term()}
+  def push(character, messages), do: SoulMem.Character.push(character, messages)
+
+  @doc """
+  Tags the newest message for a summary (a conversation ended, the topic
+  changed).
+  """
+  @spec tag(String.t() | pid()) :: :ok | {:error, term()}
+  def tag(character), do: SoulMem.Character.tag(character)
+
+  @doc "Records a user's +1/-1 on a recalled note (Bayesian feedback on actions)."
+  @spec feedback(String.t() | pid(), String.t(), 1 | -1) :: :ok | {:error, term()}
+  def feedback(character, note_id, value),
+    do: SoulMem.Character.feedback(character, note_id, value)
+
+  @doc """
+  Runs a maintenance task now (`:summarize_pending | :consolidate | :forget |
+  :persist`), whatever the character's state; `{:error, :unsupported}` when
+  no configured implementation handles it, `{:error, :busy}` while another
+  run is in flight.
+  """
+  @spec force(String.t() | pid(), SoulMem.Maintenance.task()) :: :ok | {:error, term()}
+  def force(character, task), do: SoulMem.Character.force(character, task)
+
+  @doc """
+  Subscribes the caller to the character's events: `{:soul_mem, id, event,
+  payload}` (see `SoulMem.Character`); ends with the caller or
+  `unsubscribe/1`.
+  """
+  @spec subscribe(String.t() | pid()) :: :ok | {:error, term()}
+  def subscribe(character), do: SoulMem.Character.subscribe(character)
+
+  @doc "Ends the caller's subscription to the character's events."
+  @spec unsubscribe(String.t() | pid()) :: :ok | {:error, term()}
+  def unsubscribe(character), do: SoulMem.Character.unsubscribe(character)
 
   @doc """
   Inserts or replaces one note of a running character (Graph JSON node shape,

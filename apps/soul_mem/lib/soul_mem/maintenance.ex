@@ -4,7 +4,7 @@ defmodule SoulMem.Maintenance do
   定时任务: consolidation, persistence, forgetting, and retrying summaries).
 
   A character runs maintenance only when it is Idle (or when an operator
-  forces a task, `SoulMem.Admin.force/2`), in a task under
+  forces a task, `SoulMem.force/2`), in a task under
   `SoulMem.TaskSupervisor`, so it keeps serving requests meanwhile; a request
   arriving during maintenance does not cancel it.
 

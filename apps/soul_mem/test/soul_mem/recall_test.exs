@@ -209,16 +209,16 @@ defmodule SoulMem.RecallTest do
     :ok = Character.push(id, %{role: :user, text: "在吗"})
     assert {:ok, [%{text: "在吗"}]} = Admin.window(id)
     assert {:ok, ""} = Admin.summary(id)
-    assert {:ok, %{"id" => "sem_self"}} = Admin.get_note(id, "sem_self")
-    assert {:error, %SoulMem.Error{reason: :not_found}} = Admin.get_note(id, "nope")
-    assert {:error, %SoulMem.Error{}} = Admin.put_note(id, %{"id" => "sem_self"})
-    assert {:ok, %{"id" => "sem_self"}} = Admin.get_note(id, "sem_self")
+    assert {:ok, %{"id" => "sem_self"}} = SoulMem.get_note(id, "sem_self")
+    assert {:error, %SoulMem.Error{reason: :not_found}} = SoulMem.get_note(id, "nope")
+    assert {:error, %SoulMem.Error{}} = SoulMem.put_note(id, %{"id" => "sem_self"})
+    assert {:ok, %{"id" => "sem_self"}} = SoulMem.get_note(id, "sem_self")
     # The test config runs only SummarizePending; a store-less character cannot persist.
-    assert {:error, :unsupported} = Admin.force(id, :consolidate)
+    assert {:error, :unsupported} = SoulMem.force(id, :consolidate)
     assert {:error, :unsupported} = Admin.persist(id)
 
     :ok = Character.subscribe(id)
-    assert :ok = Admin.force(id, :summarize_pending)
+    assert :ok = SoulMem.force(id, :summarize_pending)
     wait({:soul_mem, ^id, :maintenance_done, %{tasks: [:summarize_pending]}})
     assert {:error, :not_running} = Admin.summary("nobody")
   end

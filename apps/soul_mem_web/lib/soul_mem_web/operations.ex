@@ -2,20 +2,22 @@ defmodule SoulMemWeb.Operations do
   @moduledoc """
   The operations of the endpoint, shared by the channel (`SoulMemWeb.Socket`)
   and the HTTP API (`SoulMemWeb.Router`): validate a decoded JSON payload,
-  call the runtime's public API (`SoulMem`, `SoulMem.Character`,
-  `SoulMem.Characters`, `SoulMem.Admin`; never the NIF) and render the result
+  call the runtime's façade (`SoulMem`; never the NIF) and render the result
   as JSON-ready maps.
 
-  Operations (the channel event names): `message`, `recall`, `feedback`,
+  Operations (the channel event names): `message`, `recall`, `turn` (push,
+  recall and the character's LLM reply: `SoulMem.turn/3`), `feedback`,
   `control`, `note:get`, `note:put`, `export`, `import`. A payload with a
   wrong shape is refused before the runtime is called, so nothing changes.
   """
+
+  require Logger
 
   alias SoulMemWeb.Error
 
   @type result :: {:ok, map()} | {:error, Error.t()}
 
-  @operations ~w(message recall feedback control note:get note:put export import)
+  @operations ~w(message recall turn feedback control note:get note:put export import)
   @tasks %{
     "consolidate" => :consolidate,
     "persist" => :persist,
@@ -35,7 +37,7 @@ defmodule SoulMemWeb.Operations do
   """
   @spec ensure_character(String.t()) :: {:ok, pid()} | {:error, Error.t()}
   def ensure_character(character_id) do
-    case SoulMem.Characters.ensure_started(character_id, start_opts(character_id)) do
+    case SoulMem.ensure_started(character_id, start_opts(character_id)) do
       {:ok, pid} -> {:ok, pid}
       {:error, reason} -> {:error, Error.from(reason)}
     end
@@ -75,8 +77,8 @@ defmodule SoulMemWeb.Operations do
     with {:ok, p} <- shape(payload, required: ["role", "text"], optional: ["tag"]),
          {:ok, message} <- message(p),
          :ok <- bool_or_nil(p["tag"], "tag"),
-         :ok <- SoulMem.Character.push(id, message),
-         :ok <- if(p["tag"] == true, do: SoulMem.Character.tag(id), else: :ok) do
+         :ok <- SoulMem.push(id, message),
+         :ok <- if(p["tag"] == true, do: SoulMem.tag(id), else: :ok) do
       {:ok, %{"ok" => true}}
     end
   end
@@ -90,9 +92,27 @@ defmodule SoulMemWeb.Operations do
     end
   end
 
+  # The whole turn: the user's message, the recall for it and the character's
+  # reply from the LLM (kept in the window). Without an LLM answer the turn
+  # still recalls and says why in `llm_error`; the message is kept.
+  defp op("turn", id, payload) do
+    with {:ok, p} <- shape(payload, required: ["text"], optional: ["partner", "reply"]),
+         :ok <- if(is_binary(p["text"]), do: :ok, else: {:error, Error.new(:invalid_text)}),
+         :ok <- string_or_nil(p["partner"], "partner"),
+         :ok <- bool_or_nil(p["reply"], "reply"),
+         llm = if(p["reply"] == false, do: false, else: []),
+         {:ok, turn} <- SoulMem.turn(id, p["text"], partner: p["partner"], llm: llm) do
+      {:ok,
+       turn.recall
+       |> render_recall()
+       |> Map.put("reply", turn.reply)
+       |> Map.put("llm_error", llm_error(id, turn.llm_error))}
+    end
+  end
+
   defp op("feedback", id, payload) do
     with {:ok, p} <- shape(payload, required: ["note_id", "value"]),
-         :ok <- SoulMem.Character.feedback(id, p["note_id"], p["value"]) do
+         :ok <- SoulMem.feedback(id, p["note_id"], p["value"]) do
       {:ok, %{"ok" => true}}
     end
   end
@@ -100,7 +120,7 @@ defmodule SoulMemWeb.Operations do
   defp op("control", id, payload) do
     with {:ok, p} <- shape(payload, required: ["task"]),
          {:ok, task} <- fetch_task(p["task"]),
-         :ok <- SoulMem.Character.force(id, task) do
+         :ok <- SoulMem.force(id, task) do
       {:ok, %{"ok" => true, "task" => p["task"], "started" => true}}
     end
   end
@@ -108,7 +128,7 @@ defmodule SoulMemWeb.Operations do
   defp op("note:get", id, payload) do
     with {:ok, p} <- shape(payload, required: ["id"]),
          :ok <- note_id(p["id"]),
-         {:ok, note} <- SoulMem.Admin.get_note(id, p["id"]) do
+         {:ok, note} <- SoulMem.get_note(id, p["id"]) do
       {:ok, %{"note" => note}}
     end
   end
@@ -117,14 +137,14 @@ defmodule SoulMemWeb.Operations do
     with {:ok, p} <- shape(payload, required: ["note"]),
          {:ok, note} <- map_or_nil(p["note"], "note"),
          :ok <- note_id(note && note["id"]),
-         {:ok, stored} <- runtime(:put_note, [id, note]) do
+         {:ok, stored} <- SoulMem.put_note(id, note) do
       {:ok, %{"ok" => true, "note" => stored}}
     end
   end
 
   defp op("export", id, payload) do
     with {:ok, _} <- shape(payload || %{}, []),
-         {:ok, exported} <- runtime(:export, [id]) do
+         {:ok, exported} <- SoulMem.export(id) do
       {:ok, exported}
     end
   end
@@ -143,26 +163,26 @@ defmodule SoulMemWeb.Operations do
          replace = p["replace"] == true,
          :ok <- if(replace, do: stop_quietly(id), else: :ok),
          {:ok, _pid} <-
-           runtime(:import, [
+           SoulMem.import(
              id,
              document,
-             [replace: replace, start: Keyword.delete(start_opts(id), :graph)]
-           ]) do
+             replace: replace,
+             start: Keyword.delete(start_opts(id), :graph)
+           ) do
       {:ok, %{"ok" => true, "character" => id}}
     end
   end
 
   defp stop_quietly(id) do
-    SoulMem.Characters.stop(id)
+    SoulMem.stop(id)
     :ok
   end
 
-  # Runtime functions that are being added to `SoulMem` (put_note/2,
-  # export/1, import/3): called only once they exist, `unsupported` before.
-  defp runtime(fun, args) do
-    if Code.ensure_loaded?(SoulMem) and function_exported?(SoulMem, fun, length(args)),
-      do: apply(SoulMem, fun, args),
-      else: {:error, :unsupported}
+  defp llm_error(_id, nil), do: nil
+
+  defp llm_error(id, reason) do
+    Logger.warning("soul_mem_web: #{id}'s reply failed: #{inspect(reason, limit: 10)}")
+    %{"code" => "llm_unavailable", "message" => "the character's LLM did not answer"}
   end
 
   defp wrap({:ok, %{} = map}), do: {:ok, map}

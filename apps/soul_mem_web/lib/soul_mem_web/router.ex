@@ -11,7 +11,7 @@ defmodule SoulMemWeb.Router do
       before the upgrade;
     * `/api/characters/:id/…` — the JSON API (`SoulMemWeb.Operations`),
       with `Authorization: Bearer <token>` for that character:
-      `POST messages | recall | feedback | control`, `POST import` (body: an
+      `POST messages | recall | turn | feedback | control`, `POST import` (body: an
       export; `?replace=true` stops the character and replaces its store),
       `GET | PUT notes/:note_id`, `GET export`;
     * `/api/operator/tokens` — with an operator token (`SoulMemWeb.Tokens`):
@@ -44,6 +44,7 @@ defmodule SoulMemWeb.Router do
   @api_posts %{
     "messages" => "message",
     "recall" => "recall",
+    "turn" => "turn",
     "feedback" => "feedback",
     "control" => "control",
     "import" => "import"

@@ -220,7 +220,7 @@ defmodule SoulMemWeb.Socket do
 
   defp resubscribe(state, character) do
     with {:ok, pid} <- Operations.ensure_character(character),
-         :ok <- SoulMem.Character.subscribe(pid) do
+         :ok <- SoulMem.subscribe(pid) do
       mref = Process.monitor(pid)
       {:ok, %{state | characters: Map.put(state.characters, character, %{pid: pid, mref: mref})}}
     else
@@ -235,7 +235,7 @@ defmodule SoulMemWeb.Socket do
     case state.characters do
       %{^character => %{pid: pid, mref: mref}} when not still_joined? ->
         Process.demonitor(mref, [:flush])
-        SoulMem.Character.unsubscribe(pid)
+        SoulMem.unsubscribe(pid)
         %{state | characters: Map.delete(state.characters, character)}
 
       _ ->

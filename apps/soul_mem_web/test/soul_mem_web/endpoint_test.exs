@@ -157,6 +157,26 @@ defmodule SoulMemWeb.EndpointTest do
     refute Router.origin_allowed?("http://pc.lan:4001", "pc.lan:4001")
   end
 
+  test "a turn over HTTP: the message, the recall and (no LLM here) the reason there is no reply",
+       %{base: base} do
+    id = "turn-#{System.unique_integer([:positive])}"
+    {:ok, token} = SoulMemWeb.Tokens.create(id)
+    on_exit(fn -> SoulMemWeb.Tokens.revoke(id) end)
+    auth = [{~c"authorization", ~c"Bearer " ++ to_charlist(token)}]
+    url = "#{base}/api/characters/#{id}/turn"
+
+    assert {200, %{"reply" => nil, "llm_error" => %{"code" => "llm_unavailable"}} = turn} =
+             post(url, ~s({"text":"你好呀","partner":"小白"}), auth)
+
+    assert [%{"text" => "你好呀"}] = turn["window"]
+
+    assert {200, %{"reply" => nil, "llm_error" => nil}} =
+             post(url, ~s({"text":"再见","reply":false}), auth)
+
+    assert {422, _} = post(url, ~s({"text":42}), auth)
+    assert {422, %{"error" => %{"code" => "empty_text"}}} = post(url, ~s({"text":"  "}), auth)
+  end
+
   test "the operator API lists, creates and revokes tokens; it opens no character", %{base: base} do
     op = [
       {~c"authorization",

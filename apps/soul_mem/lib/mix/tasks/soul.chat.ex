@@ -33,9 +33,9 @@ defmodule Mix.Tasks.Soul.Chat do
     character = opts[:character] || Path.basename(path, ".json")
     unless File.regular?(path), do: Mix.raise("no graph file at #{path}")
 
-    {:ok, pid} = SoulMem.Characters.ensure_started(character, graph: path)
+    {:ok, pid} = SoulMem.ensure_started(character, graph: path)
     # The first call waits for loading and embedding in the character's handle_continue.
-    {:ok, info} = SoulMem.Character.info(pid, 600_000)
+    {:ok, info} = SoulMem.info(pid, 600_000)
     shell = Mix.shell()
     shell.info("#{character}: #{info.stats.nodes} memories, #{info.stats.links} links")
 

@@ -254,7 +254,7 @@ defmodule Mix.Tasks.Soul.Playtest do
   defp start_from_graph(graph, name) do
     graph = Path.expand(graph)
 
-    case SoulMem.Characters.ensure_started(name, graph: graph, persist: false) do
+    case SoulMem.ensure_started(name, graph: graph, persist: false) do
       {:ok, pid} -> {name, pid, graph, await_loaded!(name, pid)}
       {:error, reason} -> Mix.raise("cannot start #{name} from #{graph}: #{inspect(reason)}")
     end
@@ -263,11 +263,11 @@ defmodule Mix.Tasks.Soul.Playtest do
   defp start_stored(id, data_dir) do
     started =
       cond do
-        pid = SoulMem.Characters.whereis(id) ->
+        pid = SoulMem.whereis(id) ->
           {:ok, pid}
 
         SoulMem.Store.exists?(data_dir, id) ->
-          SoulMem.Characters.ensure_started(id, persist: true, data_dir: data_dir)
+          SoulMem.ensure_started(id, persist: true, data_dir: data_dir)
 
         true ->
           Mix.raise(
@@ -299,7 +299,7 @@ defmodule Mix.Tasks.Soul.Playtest do
   defp await_loaded!(name, pid) do
     ref = Process.monitor(pid)
 
-    case SoulMem.Character.info(pid, 600_000) do
+    case SoulMem.info(pid, 600_000) do
       {:ok, info} ->
         Process.demonitor(ref, [:flush])
         info
