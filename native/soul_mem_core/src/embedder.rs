@@ -10,8 +10,8 @@ use crate::retrieval::{EmbedKind, HashEmbedder, TextEmbedder};
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-/// Runs `work` on the bulk pool: one thread fewer than the cores (at least one), all at a
-/// low CPU priority, so a graph being embedded ([`ModelEmbedder::prefill`]) always leaves
+/// Runs `work` on the bulk pool: one thread fewer than the cores (at least one), all at the
+/// lowest CPU priority, so a graph being embedded ([`ModelEmbedder::prefill`]) always leaves
 /// a core to query embeddings (rayon's global pool, normal priority). Measured on 2 cores
 /// (`bench/fairness.exs`): with every core in the pool another character's recall p99 grew
 /// by 41 ms, with one fewer by 26 ms. Callers from several threads share the pool, chunk by
@@ -33,14 +33,15 @@ pub fn on_bulk_pool<R: Send>(work: impl FnOnce() -> R + Send) -> R {
     }
 }
 
-/// Lowers the calling thread's scheduling priority (Linux: nice 10 for this thread only:
-/// a query embedding at nice 0 gets ~90% of a contended core, while bulk embedding still
-/// progresses on a machine busy with other work; at nice 19 it all but stopped).
+/// Lowers the calling thread's scheduling priority (Linux: nice 19, for this thread only).
+/// Measured with `bench/fairness.exs`: another character's recall p99 grew by 23 ms at nice
+/// 19 and by 45 ms at nice 10. The price: on a machine busy with other work, bulk embedding
+/// all but waits for it (the character answers from its lexical index meanwhile).
 /// Best effort: a refusal leaves it at normal priority.
 fn lower_priority() {
     #[cfg(target_os = "linux")]
     {
-        let _ = rustix::process::setpriority_process(Some(rustix::thread::gettid()), 10);
+        let _ = rustix::process::setpriority_process(Some(rustix::thread::gettid()), 19);
     }
 }
 
