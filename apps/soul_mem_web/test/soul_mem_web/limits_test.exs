@@ -43,7 +43,7 @@ defmodule SoulMemWeb.LimitsTest do
       :more ->
         case :gen_tcp.recv(socket, 0, 5_000) do
           {:ok, data} -> read_response(socket, acc <> data)
-          {:error, _} -> {:ok, response} = parse(acc, :closed) && parse(acc, :closed)
+          {:error, _} -> acc |> parse(:closed) |> elem(1)
         end
     end
   end
