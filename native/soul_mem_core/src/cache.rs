@@ -9,13 +9,14 @@ use crate::error::{Error, Result};
 use rusqlite::{params, Connection, OptionalExtension};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
 
 /// Which side of retrieval a text is embedded for (models prefix them differently).
 pub type KindTag = &'static str;
 
 /// What [`EmbeddingCache::lookup`] found: a slot per text (its vector when cached) and the
 /// distinct texts that were not, in order of first appearance.
-pub type Lookup<'t> = (Vec<Option<Vec<f32>>>, Vec<&'t str>);
+type Lookup<'t> = (Vec<Option<Vec<f32>>>, Vec<&'t str>);
 
 /// A cache file. Not `Sync`: wrap it in a `Mutex` to share.
 #[derive(Debug)]
@@ -143,12 +144,36 @@ impl EmbeddingCache {
         tx.commit().map_err(|e| db_err(&path, e))
     }
 
+    /// The distinct texts of `texts` that are not cached, in order of first appearance. Reads
+    /// no vectors and counts no hits or misses: it says what is left to compute.
+    ///
+    /// Complexity: one indexed existence check per text.
+    pub fn missing<'t>(&self, model: &str, kind: &str, texts: &[&'t str]) -> Result<Vec<&'t str>> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT 1 FROM embeddings WHERE model=?1 AND kind=?2 AND hash=?3")
+            .map_err(|e| db_err(&self.path, e))?;
+        let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
+        let mut missing = Vec::new();
+        for t in texts {
+            if !seen.insert(t) {
+                continue;
+            }
+            let cached = st
+                .exists(params![model, kind, &text_hash(t)[..]])
+                .map_err(|e| db_err(&self.path, e))?;
+            if !cached {
+                missing.push(*t);
+            }
+        }
+        Ok(missing)
+    }
+
     /// Looks `texts` up: their vectors where cached, and the distinct texts that are not, in
-    /// order of first appearance. With [`Self::fill`] this is [`Self::get_or_compute`] in two
-    /// steps, so a shared cache need not be locked while the missing vectors are computed.
+    /// order of first appearance (the first step of [`get_or_compute`]).
     ///
     /// Complexity: one indexed lookup per text.
-    pub fn lookup<'t>(&mut self, model: &str, kind: &str, texts: &[&'t str]) -> Result<Lookup<'t>> {
+    fn lookup<'t>(&mut self, model: &str, kind: &str, texts: &[&'t str]) -> Result<Lookup<'t>> {
         let mut out: Vec<Option<Vec<f32>>> = Vec::with_capacity(texts.len());
         let mut missing: Vec<&str> = Vec::new();
         let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
@@ -164,7 +189,7 @@ impl EmbeddingCache {
 
     /// Stores `computed` (the vectors of `missing`, as returned by [`Self::lookup`]) and puts
     /// them into the empty slots of `found`. Errors, storing nothing, when the counts differ.
-    pub fn fill(
+    fn fill(
         &mut self,
         model: &str,
         kind: &str,
@@ -194,26 +219,36 @@ impl EmbeddingCache {
             .collect();
         self.put_many(model, kind, &items)
     }
+}
 
-    /// Returns the vectors of `texts`, computing only the missing ones with `compute` (called
-    /// once, with the distinct missing texts, in order) and storing them.
-    pub fn get_or_compute<F>(
-        &mut self,
-        model: &str,
-        kind: &str,
-        texts: &[&str],
-        compute: F,
-    ) -> Result<Vec<Vec<f32>>>
-    where
-        F: FnOnce(&[&str]) -> Result<Vec<Vec<f32>>>,
-    {
-        let (found, missing) = self.lookup(model, kind, texts)?;
-        if missing.is_empty() {
-            return Ok(found.into_iter().map(Option::unwrap_or_default).collect());
-        }
-        let computed = compute(&missing)?;
-        self.fill(model, kind, texts, found, &missing, computed)
+/// Locks a shared cache; a poisoned lock (an earlier panic while it was held) is an error.
+pub(crate) fn lock(cache: &Mutex<EmbeddingCache>) -> Result<MutexGuard<'_, EmbeddingCache>> {
+    cache
+        .lock()
+        .map_err(|_| Error::invalid_argument("cache", "poisoned by an earlier panic"))
+}
+
+/// Returns the vectors of `texts` from a shared cache, computing only the missing ones with
+/// `compute` (called once, with the distinct missing texts, in order) and storing them. The
+/// cache is locked to look up and to store, never while `compute` runs: one caller's long
+/// computation (a graph's bulk embedding) must not make other callers (query embeddings)
+/// wait.
+pub fn get_or_compute<F>(
+    cache: &Mutex<EmbeddingCache>,
+    model: &str,
+    kind: &str,
+    texts: &[&str],
+    compute: F,
+) -> Result<Vec<Vec<f32>>>
+where
+    F: FnOnce(&[&str]) -> Result<Vec<Vec<f32>>>,
+{
+    let (found, missing) = lock(cache)?.lookup(model, kind, texts)?;
+    if missing.is_empty() {
+        return Ok(found.into_iter().map(Option::unwrap_or_default).collect());
     }
+    let computed = compute(&missing)?;
+    lock(cache)?.fill(model, kind, texts, found, &missing, computed)
 }
 
 /// Puts the vectors computed for `missing` into the empty slots of `found` (one per text).
@@ -256,26 +291,30 @@ mod tests {
             fake(t)
         };
         {
-            let mut c = EmbeddingCache::open(&path).unwrap();
-            let v = c
-                .get_or_compute("m1", "passage", &["甲", "乙", "甲"], count)
-                .unwrap();
+            let c = Mutex::new(EmbeddingCache::open(&path).unwrap());
+            let v = get_or_compute(&c, "m1", "passage", &["甲", "乙", "甲"], count).unwrap();
             assert_eq!(v.len(), 3);
             assert_eq!(v[0], v[2]);
             assert_eq!(calls.get(), 2);
         }
         // Reopen: persisted, nothing recomputed.
-        let mut c = EmbeddingCache::open(&path).unwrap();
-        c.get_or_compute("m1", "passage", &["甲", "乙"], count)
-            .unwrap();
+        let c = Mutex::new(EmbeddingCache::open(&path).unwrap());
+        assert_eq!(
+            lock(&c)
+                .unwrap()
+                .missing("m1", "passage", &["甲", "丙", "丙"])
+                .unwrap(),
+            vec!["丙"]
+        );
+        get_or_compute(&c, "m1", "passage", &["甲", "乙"], count).unwrap();
         assert_eq!(calls.get(), 2);
-        assert_eq!(c.counters(), (2, 0));
+        assert_eq!(lock(&c).unwrap().counters(), (2, 0));
         // Another model, another kind, or a changed text is a miss.
-        c.get_or_compute("m2", "passage", &["甲"], count).unwrap();
-        c.get_or_compute("m1", "query", &["甲"], count).unwrap();
-        c.get_or_compute("m1", "passage", &["甲 "], count).unwrap();
+        get_or_compute(&c, "m2", "passage", &["甲"], count).unwrap();
+        get_or_compute(&c, "m1", "query", &["甲"], count).unwrap();
+        get_or_compute(&c, "m1", "passage", &["甲 "], count).unwrap();
         assert_eq!(calls.get(), 5);
-        assert_eq!(c.len().unwrap(), 5);
+        assert_eq!(lock(&c).unwrap().len().unwrap(), 5);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -3,12 +3,12 @@
 //! progress reporting and the bulk pool that embeds whole graphs without starving queries.
 //! (The per-field vectors built from these are `retrieval/embedding.rs`.)
 
-use crate::cache::EmbeddingCache;
+use crate::cache::{self, EmbeddingCache};
 use crate::embed::{Embedder, ModelSpec, TextKind};
 use crate::error::{Error, Result};
 use crate::retrieval::{EmbedKind, HashEmbedder, TextEmbedder};
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Runs `work` on the bulk pool: one thread fewer than the cores (at least one), all at the
 /// lowest CPU priority, so a graph being embedded ([`ModelEmbedder::prefill`]) always leaves
@@ -43,12 +43,6 @@ fn lower_priority() {
     {
         let _ = rustix::process::setpriority_process(Some(rustix::thread::gettid()), 19);
     }
-}
-
-fn lock(cache: &Mutex<EmbeddingCache>) -> Result<MutexGuard<'_, EmbeddingCache>> {
-    cache
-        .lock()
-        .map_err(|_| Error::invalid_argument("cache", "poisoned by an earlier panic"))
 }
 
 /// The sentence-embedding model behind a [`TextEmbedder`], with an optional persistent cache
@@ -120,7 +114,7 @@ impl ModelEmbedder {
             return Ok(0);
         };
         let (text_kind, tag) = side(EmbedKind::Passage);
-        let (_found, mut missing) = lock(cache)?.lookup(self.model.model_id(), tag, texts)?;
+        let mut missing = cache::lock(cache)?.missing(self.model.model_id(), tag, texts)?;
         // Similar lengths in one chunk batch with little padding (1.5x the throughput of graph
         // order on mixed short and long texts).
         missing.sort_by_key(|t| t.chars().count());
@@ -128,7 +122,7 @@ impl ModelEmbedder {
         let mut done = 0;
         for part in missing.chunks(chunk.max(1)) {
             let computed = on_bulk_pool(|| self.model.embed(part, text_kind))?;
-            lock(cache)?.store_computed(self.model.model_id(), tag, part, &computed)?;
+            cache::lock(cache)?.store_computed(self.model.model_id(), tag, part, &computed)?;
             done += part.len();
             report(done, missing.len());
         }
@@ -157,17 +151,13 @@ impl TextEmbedder for ModelEmbedder {
 
     fn embed(&self, texts: &[&str], kind: EmbedKind) -> Result<Vec<Vec<f32>>> {
         let (text_kind, tag) = side(kind);
-        let Some(cache) = &self.cache else {
-            return Ok(self.model.embed(texts, text_kind)?);
+        let compute = |missing: &[&str]| -> Result<Vec<Vec<f32>>> {
+            Ok(self.model.embed(missing, text_kind)?)
         };
-        // The cache is locked to look up and to store, never while the model computes: a
-        // graph's bulk embedding must not make other characters' query embeddings wait.
-        let (found, missing) = lock(cache)?.lookup(self.model.model_id(), tag, texts)?;
-        if missing.is_empty() {
-            return Ok(found.into_iter().map(Option::unwrap_or_default).collect());
+        match &self.cache {
+            None => compute(texts),
+            Some(cache) => cache::get_or_compute(cache, self.model.model_id(), tag, texts, compute),
         }
-        let computed = self.model.embed(&missing, text_kind)?;
-        lock(cache)?.fill(self.model.model_id(), tag, texts, found, &missing, computed)
     }
 }
 

@@ -64,6 +64,8 @@ defmodule SoulMem.Context do
   @newest_messages 4
   @best_memories 3
   @best_actions 1
+  # Bytes set aside for the four section headers and the separators between them.
+  @section_allowance 4 * 64
 
   @doc """
   Renders the context block. Options: `:templates` (a map overriding some of
@@ -122,11 +124,10 @@ defmodule SoulMem.Context do
         Enum.map(Enum.drop(indexed.actions, @best_actions), &{:actions, &1}) ++
         Enum.map(Enum.drop(dialogue, @newest_messages), &{:dialogue, &1})
 
-    allowance = 4 * 64
     empty = Map.new(lines, fn {section, _} -> {section, []} end)
 
     {chosen, _used} =
-      Enum.reduce(order, {empty, allowance}, fn {section, {line, i}}, {acc, used} ->
+      Enum.reduce(order, {empty, @section_allowance}, fn {section, {line, i}}, {acc, used} ->
         size = byte_size(line) + 1
 
         if used + size <= max_bytes,

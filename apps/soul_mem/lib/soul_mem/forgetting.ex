@@ -254,29 +254,29 @@ defmodule SoulMem.Forgetting do
     {:ok, pid} =
       Task.Supervisor.start_child(SoulMem.TaskSupervisor, fn ->
         case Registry.register(SoulMem.Registry, key, nil) do
-          {:ok, _} -> log_failure(id, revise_one(memory, due, llm, view_opts))
-          {:error, {:already_registered, running}} -> await_exit(running)
+          {:ok, _} ->
+            log_failure(id, revise_one(memory, due, llm, view_opts))
+
+          {:error, {:already_registered, running}} ->
+            running |> Process.monitor() |> await_until(:infinity)
         end
       end)
 
     Process.monitor(pid)
   end
 
+  # Waits for the monitored process to end, until `deadline` (monotonic ms or
+  # :infinity); past it the monitor is dropped and the process left running.
   defp await_until(monitor, deadline) do
-    wait = max(deadline - System.monotonic_time(:millisecond), 0)
+    wait =
+      if deadline == :infinity,
+        do: :infinity,
+        else: max(deadline - System.monotonic_time(:millisecond), 0)
 
     receive do
       {:DOWN, ^monitor, :process, _pid, _reason} -> :ok
     after
       wait -> Process.demonitor(monitor, [:flush])
-    end
-  end
-
-  defp await_exit(pid) do
-    monitor = Process.monitor(pid)
-
-    receive do
-      {:DOWN, ^monitor, :process, _pid, _reason} -> :ok
     end
   end
 

@@ -117,7 +117,7 @@ defmodule SoulMemWeb.Router do
   ## Bodies
 
   # The last piece of a body read in pieces: the request goes on with the
-  # whole body as its clidata.
+  # whole body as its clidata, marked admitted (its rates were charged then).
   defp whole_body(arg) do
     case Yaws.arg(arg, :state) do
       {:body, parts, size, limit} ->
@@ -127,7 +127,7 @@ defmodule SoulMemWeb.Router do
           {:reply, json_error(too_large(limit))}
         else
           body = IO.iodata_to_binary(Enum.reverse([data | parts]))
-          Yaws.arg(arg, clidata: body, state: :undefined)
+          Yaws.arg(arg, clidata: body, state: :admitted)
         end
 
       {:discard, _size, error} ->
@@ -226,7 +226,7 @@ defmodule SoulMemWeb.Router do
   ## Routes
 
   defp request(arg) do
-    case rate(:ip, peer(arg)) do
+    case charge(arg, :ip, peer(arg)) do
       :ok -> route(method(arg), segments(arg), arg)
       {:error, error} -> json_error(error)
     end
@@ -246,7 +246,7 @@ defmodule SoulMemWeb.Router do
   defp route(method, ["api", "characters", id | rest], arg) do
     with {:ok, id} <- character_id(id),
          {:ok, token} <- authorize(arg, id),
-         :ok <- rate(:token, token),
+         :ok <- charge(arg, :token, token),
          {:ok, op, payload} <- api(method, rest, arg) do
       case Operations.run(id, op, payload) do
         {:ok, body} -> json(200, body)
@@ -527,9 +527,15 @@ defmodule SoulMemWeb.Router do
   end
 
   # A client over its limit waits: 429 with Retry-After. Tokens are keyed by
-  # their hash, so the limiter's table holds no secret.
-  defp rate(:token, token), do: limited(:token, :crypto.hash(:sha256, token))
+  # their digest, so the limiter's table holds no secret.
+  defp rate(:token, token), do: limited(:token, Tokens.digest(token))
   defp rate(kind, key), do: limited(kind, key)
+
+  # One request spends one unit of each rate: a body read in pieces was
+  # charged when admit/1 let it in.
+  defp charge(arg, kind, key) do
+    if Yaws.arg(arg, :state) == :admitted, do: :ok, else: rate(kind, key)
+  end
 
   defp limited(kind, key) do
     case SoulMemWeb.RateLimit.check(kind, key) do

@@ -45,7 +45,10 @@ defmodule SoulMemWeb.Socket do
   @spec init([term()]) :: {:ok, state()}
   def init([_arg, %{token: token}]) do
     :ok = Tokens.subscribe()
-    if is_binary(token), do: Registry.register(SoulMemWeb.Socket.Registry, key(token), nil)
+
+    if is_binary(token),
+      do: Registry.register(SoulMemWeb.Socket.Registry, Tokens.digest(token), nil)
+
     {:ok, %{token: token, channels: %{}, characters: %{}}}
   end
 
@@ -55,12 +58,9 @@ defmodule SoulMemWeb.Socket do
   """
   @spec count(String.t() | nil) :: non_neg_integer()
   def count(token) when is_binary(token),
-    do: Registry.count_match(SoulMemWeb.Socket.Registry, key(token), :_)
+    do: Registry.count_match(SoulMemWeb.Socket.Registry, Tokens.digest(token), :_)
 
   def count(_token), do: 0
-
-  # Sockets and rate buckets know a token by its hash only.
-  defp key(token), do: :crypto.hash(:sha256, token)
 
   @doc """
   yaws callback: one client message. Text frames are Phoenix frames; binary
@@ -99,7 +99,7 @@ defmodule SoulMemWeb.Socket do
       {:ok, message} ->
         # One budget for every socket of the token, so opening more sockets
         # buys no extra rate.
-        case SoulMemWeb.RateLimit.check(:frame, key(state.token || "")) do
+        case SoulMemWeb.RateLimit.check(:frame, Tokens.digest(state.token || "")) do
           :ok ->
             handle_frame(message, state)
 

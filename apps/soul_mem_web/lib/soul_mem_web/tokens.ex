@@ -29,6 +29,9 @@ defmodule SoulMemWeb.Tokens do
   @max_token_bytes 512
   @check_file_ms 1_000
 
+  defguardp is_token(token)
+            when is_binary(token) and token != "" and byte_size(token) <= @max_token_bytes
+
   @typedoc "A character id."
   @type character :: String.t()
 
@@ -54,8 +57,10 @@ defmodule SoulMemWeb.Tokens do
   @spec create(character()) :: {:ok, String.t()} | {:error, :invalid_character | term()}
   def create(character_id) do
     if valid_character?(character_id) do
-      token = @token_bytes |> :crypto.strong_rand_bytes() |> Base.url_encode64(padding: false)
-      with :ok <- GenServer.call(__MODULE__, {:add, character_id, hash(token)}), do: {:ok, token}
+      token = new_token()
+
+      with :ok <- GenServer.call(__MODULE__, {:add, character_id, digest(token)}),
+           do: {:ok, token}
     else
       {:error, :invalid_character}
     end
@@ -77,11 +82,11 @@ defmodule SoulMemWeb.Tokens do
       not valid_character?(character_id) ->
         {:error, :invalid_character}
 
-      not (is_binary(token) and token != "" and byte_size(token) <= @max_token_bytes) ->
+      not is_token(token) ->
         {:error, :invalid_token}
 
       true ->
-        GenServer.call(__MODULE__, {:configured, character_id, hash(token)})
+        GenServer.call(__MODULE__, {:configured, character_id, digest(token)})
     end
   end
 
@@ -90,15 +95,10 @@ defmodule SoulMemWeb.Tokens do
   a binary token fails.
   """
   @spec verify(character(), term()) :: boolean()
-  def verify(character_id, token)
-      when is_binary(character_id) and is_binary(token) and token != "" and
-             byte_size(token) <= @max_token_bytes do
-    digest = hash(token)
+  def verify(character_id, token) when is_binary(character_id) and is_token(token) do
+    digest = digest(token)
 
-    valid_character?(character_id) and
-      (matches?(character_id, digest) or
-         (GenServer.call(__MODULE__, :reload_if_changed) == :reloaded and
-            matches?(character_id, digest)))
+    valid_character?(character_id) and found_or_reloaded(fn -> matches?(character_id, digest) end)
   end
 
   def verify(_character_id, _token), do: false
@@ -108,11 +108,10 @@ defmodule SoulMemWeb.Tokens do
   join is then checked with `verify/2`).
   """
   @spec known?(term()) :: boolean()
-  def known?(token)
-      when is_binary(token) and token != "" and byte_size(token) <= @max_token_bytes do
-    digest = hash(token)
+  def known?(token) when is_token(token) do
+    digest = digest(token)
 
-    found? = fn ->
+    found_or_reloaded(fn ->
       :ets.foldl(
         fn
           {id, hashes}, acc when is_binary(id) -> acc or has?(hashes, digest)
@@ -121,9 +120,7 @@ defmodule SoulMemWeb.Tokens do
         false,
         @table
       )
-    end
-
-    found?.() or (GenServer.call(__MODULE__, :reload_if_changed) == :reloaded and found?.())
+    end)
   end
 
   def known?(_token), do: false
@@ -147,8 +144,8 @@ defmodule SoulMemWeb.Tokens do
   """
   @spec create_operator() :: {:ok, String.t()} | {:error, term()}
   def create_operator do
-    token = @token_bytes |> :crypto.strong_rand_bytes() |> Base.url_encode64(padding: false)
-    with :ok <- GenServer.call(__MODULE__, {:add_operator, hash(token)}), do: {:ok, token}
+    token = new_token()
+    with :ok <- GenServer.call(__MODULE__, {:add_operator, digest(token)}), do: {:ok, token}
   end
 
   @doc "Revokes every stored operator token (a configured one stays)."
@@ -157,18 +154,9 @@ defmodule SoulMemWeb.Tokens do
 
   @doc "Whether `token` is an operator token. Constant time per stored hash."
   @spec operator?(term()) :: boolean()
-  def operator?(token)
-      when is_binary(token) and token != "" and byte_size(token) <= @max_token_bytes do
-    digest = hash(token)
-
-    found? = fn ->
-      case :ets.lookup(@table, :operators) do
-        [{_, hashes}] -> has?(hashes, digest)
-        [] -> false
-      end
-    end
-
-    found?.() or (GenServer.call(__MODULE__, :reload_if_changed) == :reloaded and found?.())
+  def operator?(token) when is_token(token) do
+    digest = digest(token)
+    found_or_reloaded(fn -> matches?(:operators, digest) end)
   end
 
   def operator?(_token), do: false
@@ -214,9 +202,9 @@ defmodule SoulMemWeb.Tokens do
   @spec create_offline(Path.t(), character()) :: {:ok, String.t()} | {:error, term()}
   def create_offline(data_dir, character_id) do
     if valid_character?(character_id) do
-      token = @token_bytes |> :crypto.strong_rand_bytes() |> Base.url_encode64(padding: false)
+      token = new_token()
 
-      with {:ok, _} <- update_file(path(data_dir), &add_hash(&1, character_id, hash(token))),
+      with {:ok, _} <- update_file(path(data_dir), &add_hash(&1, character_id, digest(token))),
            do: {:ok, token}
     else
       {:error, :invalid_character}
@@ -234,13 +222,13 @@ defmodule SoulMemWeb.Tokens do
 
     case read_file(file) do
       {:ok, data} ->
-        configured = Map.new(opts[:configured], fn {id, token} -> {id, hash(token)} end)
+        configured = Map.new(opts[:configured], fn {id, token} -> {id, digest(token)} end)
 
         state = %{
           file: file,
           data: data,
           configured: configured,
-          configured_operator: opts[:operator] && hash(opts[:operator]),
+          configured_operator: opts[:operator] && digest(opts[:operator]),
           mtime: mtime(file)
         }
 
@@ -398,7 +386,20 @@ defmodule SoulMemWeb.Tokens do
   defp has?(hashes, digest),
     do: Enum.reduce(hashes, false, fn h, acc -> :crypto.hash_equals(h, digest) or acc end)
 
-  defp hash(token), do: :crypto.hash(:sha256, token)
+  @doc """
+  The SHA-256 a token is known by: what is stored, and the key rate limits
+  and socket counts use, so no table holds a token itself.
+  """
+  @spec digest(String.t()) :: binary()
+  def digest(token) when is_binary(token), do: :crypto.hash(:sha256, token)
+
+  defp new_token,
+    do: @token_bytes |> :crypto.strong_rand_bytes() |> Base.url_encode64(padding: false)
+
+  # A lookup that fails may be one the file already answers (another VM
+  # wrote it within the last second): reload if it changed and look again.
+  defp found_or_reloaded(found?),
+    do: found?.() or (GenServer.call(__MODULE__, :reload_if_changed) == :reloaded and found?.())
 
   # A name a person can read back: not blank, no control characters (a
   # whitespace-only id got a token once and then failed every call).

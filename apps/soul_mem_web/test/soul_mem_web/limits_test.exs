@@ -191,6 +191,17 @@ defmodule SoulMemWeb.LimitsTest do
     assert List.last(statuses) == 429
   end
 
+  test "a body read in pieces spends one request of the rate, not two",
+       %{port: port, id: id, token: token} do
+    TestEnv.put(:soul_mem_web, :rate_limits, %{token: {1, 3}})
+    auth = "Authorization: Bearer #{token}\r\n"
+    body = SoulMem.JSON.encode!(%{role: "user", text: String.duplicate("长", 5_000)})
+    assert byte_size(body) > 8_192
+    push = post_head("/api/characters/#{id}/messages", byte_size(body), auth) <> body
+
+    assert [200, 200, 200, 429] = for(_ <- 1..4, do: elem(raw(port, push), 0))
+  end
+
   test "sockets per token are capped", %{port: port, token: token} do
     TestEnv.put(:soul_mem_web, :max_sockets_per_token, 2)
 
