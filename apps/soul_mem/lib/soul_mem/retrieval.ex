@@ -16,6 +16,10 @@ defmodule SoulMem.Retrieval do
 
   alias SoulMem.{Error, JSON, Memory, Native}
 
+  @doc "The configured retrieval module (app env `:retrieval`, default this one)."
+  @spec backend() :: module()
+  def backend, do: Application.get_env(:soul_mem, :retrieval, __MODULE__)
+
   @typedoc "A recalled item (string keys in `:memories`/`:actions`/`:core` lists are atoms)."
   @type item :: %{
           id: String.t(),
