@@ -104,8 +104,7 @@ defmodule SoulMem do
     with {:ok, request} <- validate_request(request),
          {:ok, snap} <-
            SoulMem.Character.prepare_recall(character, request.messages, opts[:timeout]),
-         :ok <- configure_forgetting(snap.memory, forgetting),
-         {:ok, found} <- retrieve(retrieval, snap, request, opts[:config]),
+         {:ok, found} <- retrieve(retrieval, snap, request, opts[:config], forgetting),
          # Forgetting sees the notes as they were before this recall counts as a review.
          {:ok, memories} <- forget(snap, found.memories, forgetting) do
       found = %{found | memories: memories}
@@ -302,12 +301,6 @@ defmodule SoulMem do
     ])
   end
 
-  defp configure_forgetting(memory, forgetting) do
-    if forgetting[:enabled],
-      do: SoulMem.Forgetting.configure(memory, forgetting[:config]),
-      else: :ok
-  end
-
   defp forget(snap, memories, forgetting) do
     if forgetting[:enabled], do: do_forget(snap, memories, forgetting), else: {:ok, memories}
   end
@@ -317,7 +310,7 @@ defmodule SoulMem do
 
     opts =
       forgetting
-      |> Keyword.drop([:enabled, :llm])
+      |> Keyword.drop([:enabled, :llm, :config])
       |> Keyword.reject(fn {_k, v} -> is_nil(v) end)
       |> Keyword.put(:llm, llm)
 
@@ -340,8 +333,12 @@ defmodule SoulMem do
 
   defp validate_request(_request), do: {:error, :invalid_request}
 
-  defp retrieve(retrieval, snap, request, config) do
-    if Code.ensure_loaded?(retrieval) and function_exported?(retrieval, :run, 3) do
+  # One call into the retrieval backend: the text becomes queries there, and
+  # with forgetting on, each memory comes back with its forgetting view.
+  # Forgetting overrides are set on the character by this recall (they stay
+  # until set again). A backend that is not loaded means no retrieval.
+  defp retrieve(retrieval, snap, request, config, forgetting) do
+    if Code.ensure_loaded?(retrieval) do
       text =
         cond do
           is_binary(request.text) and String.trim(request.text) != "" -> request.text
@@ -349,27 +346,34 @@ defmodule SoulMem do
           true -> nil
         end
 
-      queries = request.queries ++ if(text, do: retrieval.text_queries(text), else: [])
+      short = %{messages: Enum.map(snap.window, & &1.text), summary: snap.summary}
+      overrides = forgetting[:config]
 
-      # Without queries there is nothing to find, but options are still
-      # checked: a bad one is an error whatever the request.
-      if queries == [] and (config || %{}) == %{} do
-        {:ok, %{memories: [], actions: [], core: nil}}
-      else
-        short = %{messages: Enum.map(snap.window, & &1.text), summary: snap.summary}
+      opts = [
+        config: config,
+        forgetting:
+          if(forgetting[:enabled] and overrides not in [nil, []] and overrides != %{},
+            do: SoulMem.Forgetting.config(overrides)
+          ),
+        views: forgetting[:enabled] == true,
+        now: forgetting[:now]
+      ]
 
-        case retrieval.run(snap.memory, queries, short: short, config: config) do
-          {:ok, result} ->
-            {:ok,
-             %{
-               memories: Map.get(result, :memories, []),
-               actions: Map.get(result, :actions, []),
-               core: Map.get(result, :core, []) ++ Map.get(result, :self_knowledge, [])
-             }}
+      case retrieval.recall(
+             snap.memory,
+             %{text: text, queries: request.queries, short: short},
+             opts
+           ) do
+        {:ok, result} ->
+          {:ok,
+           %{
+             memories: Map.get(result, :memories, []),
+             actions: Map.get(result, :actions, []),
+             core: Map.get(result, :core, []) ++ Map.get(result, :self_knowledge, [])
+           }}
 
-          {:error, _} = error ->
-            error
-        end
+        {:error, _} = error ->
+          error
       end
     else
       {:ok, %{memories: [], actions: [], core: nil}}

@@ -6,15 +6,15 @@ pub use crate::embedder::{EmbedderChoice, ModelEmbedder, ProgressEmbedder};
 use crate::error::{Error, Result};
 use crate::forget::{self, ForgetAction, ForgetConfig, NoteView, Revision, SweepReport};
 use crate::graph::MemoryGraph;
-use crate::model::{MemoryId, MemoryNote, MemoryType, NodeKind};
+use crate::model::{MemoryId, MemoryType};
 use crate::retrieval::{
     DefaultPipeline, EdgeDecay, NodeVectors, PipelineConfig, PipelineResult, RetrievalIndex,
     ShortContext, SubQuery,
 };
 use crate::store::{Change, CheckpointStats, ForgetState, Store};
 use chrono::{DateTime, Utc};
-use serde_json::{json, Value};
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// One character's graph and the retrieval index derived from it, with its forgetting
 /// parameters and per-note forgetting states (the revision cache by band).
@@ -34,8 +34,10 @@ pub struct Engine {
     // The retention factors of the last recall, reused while the key holds (see
     // `Engine::recall_at`), so an unchanged graph reuses the index's decayed matrix.
     decay_cache: Option<DecayCache>,
-    // Recalls that reused the cached factors, and that computed them (hits, misses).
-    decay_counters: (u64, u64),
+    // Recalls that reused the cached factors, and that computed them. Atomic: a recall on a
+    // shared borrow (`Engine::recall_shared`) counts its hit.
+    decay_hits: AtomicU64,
+    decay_misses: AtomicU64,
 }
 
 /// Retention factors evaluated at the start of one time bucket.
@@ -91,7 +93,8 @@ impl Engine {
             forget_dirty: BTreeSet::new(),
             decay_epoch: 0,
             decay_cache: None,
-            decay_counters: (0, 0),
+            decay_hits: AtomicU64::new(0),
+            decay_misses: AtomicU64::new(0),
         }
     }
 
@@ -208,8 +211,43 @@ impl Engine {
         short: Option<ShortContext>,
         now: DateTime<Utc>,
     ) -> Result<PipelineResult> {
+        self.prepare_recall(now)?;
+        self.run_prepared(queries, cfg, short)
+    }
+
+    /// Builds what a recall at `now` needs and a shared borrow cannot: the index of a changed
+    /// graph and the decay factors of `now`'s bucket. Counts a decay-cache hit or miss.
+    /// Complexity: O(1) when both hold, else as [`Engine::recall_at`]'s miss.
+    pub fn prepare_recall(&mut self, now: DateTime<Utc>) -> Result<()> {
         self.ensure_index()?;
-        self.refresh_decay(now)?;
+        self.refresh_decay(now)
+    }
+
+    /// Runs the pipeline on a shared borrow — concurrent recalls of one character, behind a
+    /// read lock — when the index and the decay factors of `now`'s bucket are current
+    /// (counted as a decay-cache hit); `Ok(None)` when they are not, and the caller runs
+    /// [`Engine::prepare_recall`] (or [`Engine::recall_at`]) with an exclusive borrow first.
+    /// Complexity: the pipeline.
+    pub fn recall_shared(
+        &self,
+        queries: &[SubQuery],
+        cfg: &PipelineConfig,
+        short: Option<ShortContext>,
+        now: DateTime<Utc>,
+    ) -> Result<Option<PipelineResult>> {
+        if !(self.is_indexed() && self.decay_holds(now)) {
+            return Ok(None);
+        }
+        self.decay_hits.fetch_add(1, Ordering::Relaxed);
+        self.run_prepared(queries, cfg, short).map(Some)
+    }
+
+    fn run_prepared(
+        &self,
+        queries: &[SubQuery],
+        cfg: &PipelineConfig,
+        short: Option<ShortContext>,
+    ) -> Result<PipelineResult> {
         let (Some(index), Some(embedder), Some(cache)) =
             (&self.index, &self.embedder, &self.decay_cache)
         else {
@@ -228,18 +266,14 @@ impl Engine {
     /// Makes `decay_cache` hold the factors of the bucket of `now`. Complexity: O(1) on a hit,
     /// O(nodes) otherwise.
     fn refresh_decay(&mut self, now: DateTime<Utc>) -> Result<()> {
+        if self.decay_holds(now) {
+            self.decay_hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
+        self.decay_misses.fetch_add(1, Ordering::Relaxed);
         let width = decay_bucket_ms(&self.forget_config);
         let bucket = now.timestamp_millis().div_euclid(width);
         let (version, epoch) = (self.graph.version(), self.decay_epoch);
-        if self
-            .decay_cache
-            .as_ref()
-            .is_some_and(|c| (c.graph_version, c.epoch, c.bucket) == (version, epoch, bucket))
-        {
-            self.decay_counters.0 += 1;
-            return Ok(());
-        }
-        self.decay_counters.1 += 1;
         let at =
             DateTime::<Utc>::from_timestamp_millis(bucket.saturating_mul(width)).unwrap_or(now);
         // The index lists the notes in graph order (checked when it was built).
@@ -257,6 +291,17 @@ impl Engine {
             decay,
         });
         Ok(())
+    }
+
+    /// Whether the cached decay factors are those of `now`'s bucket for this graph and epoch.
+    fn decay_holds(&self, now: DateTime<Utc>) -> bool {
+        let bucket = now
+            .timestamp_millis()
+            .div_euclid(decay_bucket_ms(&self.forget_config));
+        let key = (self.graph.version(), self.decay_epoch, bucket);
+        self.decay_cache
+            .as_ref()
+            .is_some_and(|c| (c.graph_version, c.epoch, c.bucket) == key)
     }
 
     /// Records one retrieval of each of `ids` at `at`; unknown ids are ignored and counted
@@ -334,7 +379,10 @@ impl Engine {
     /// How many recalls reused the cached decay factors and how many computed them
     /// (hits, misses) since the engine was made.
     pub fn decay_cache_counters(&self) -> (u64, u64) {
-        self.decay_counters
+        (
+            self.decay_hits.load(Ordering::Relaxed),
+            self.decay_misses.load(Ordering::Relaxed),
+        )
     }
 
     /// The forgetting state of a note (degree, band, cached revision, original text).
@@ -506,83 +554,6 @@ impl Engine {
         report.states_updated = updated;
         Ok(report)
     }
-
-    /// The pipeline result as JSON for clients: readable ids, kinds, display text, stage and
-    /// seeds by readable id, plus the core memories (always shown).
-    pub fn result_json(&self, result: &PipelineResult) -> Value {
-        let g = &self.graph;
-        let seeds =
-            |s: &[MemoryId]| -> Vec<String> { s.iter().map(|id| g.readable_of(id)).collect() };
-        let memories: Vec<Value> = result
-            .memories
-            .iter()
-            .map(|m| {
-                let note = g.get(&m.id);
-                json!({
-                    "id": m.readable_id,
-                    "uuid": m.id.to_string(),
-                    "kind": m.kind.as_str(),
-                    "content": note.map(MemoryNote::display_text).unwrap_or_default(),
-                    "score": m.score,
-                    "stage": m.stage,
-                    "seeds": seeds(&m.seeds),
-                    "channels": m.channels,
-                    "path": seeds(&m.path),
-                    "core": note.is_some_and(|n| n.core),
-                })
-            })
-            .collect();
-        let action = |a: &crate::retrieval::RecalledAction| {
-            let action_type = match g.get(&a.id).map(|n| &n.mem_type) {
-                Some(MemoryType::Procedure(p)) => {
-                    serde_json::to_value(&p.action.action_type).unwrap_or(Value::Null)
-                }
-                _ => Value::Null,
-            };
-            json!({
-                "id": a.readable_id,
-                "uuid": a.id.to_string(),
-                "kind": NodeKind::Procedure.as_str(),
-                "content": a.content,
-                "action_type": action_type,
-                "score": a.score,
-                "stage": a.stage,
-                "seeds": seeds(&a.seeds),
-            })
-        };
-        json!({
-            "memories": memories,
-            "actions": result.actions.iter().map(action).collect::<Vec<_>>(),
-            "self_knowledge": result.self_knowledge.iter().map(action).collect::<Vec<_>>(),
-            "core": self.core_json(),
-        })
-    }
-
-    /// The core memories (notes flagged core, e.g. the self node), in graph order, as the
-    /// items of [`Engine::result_json`] (stage `"Core"`): they appear in every recall, also
-    /// one that runs no retrieval.
-    ///
-    /// Complexity: O(nodes).
-    pub fn core_json(&self) -> Vec<Value> {
-        self.graph
-            .notes()
-            .filter(|n| n.core)
-            .map(|n| {
-                json!({
-                    "id": n.readable_id,
-                    "uuid": n.id.to_string(),
-                    "kind": n.kind().as_str(),
-                    "content": n.display_text(),
-                    "score": 1.0,
-                    "stage": "Core",
-                    "seeds": [],
-                    "channels": [],
-                    "path": [],
-                    "core": true,
-                })
-            })
-            .collect()
-    }
 }
 
 #[cfg(test)]
@@ -601,12 +572,9 @@ mod tests {
     }
 
     #[test]
-    fn recall_needs_embedding_first_then_returns_traced_json() {
+    fn recall_needs_embedding_first_then_returns_traced_items() {
         let mut e = demo();
-        let q: Vec<SubQuery> = serde_json::from_value(serde_json::Value::Array(
-            crate::text::text_queries("小白把麻辣烫打翻了", 3),
-        ))
-        .unwrap();
+        let q: Vec<SubQuery> = crate::text::text_queries("小白把麻辣烫打翻了", 3);
         assert!(e.recall(&q, &PipelineConfig::default(), None).is_err());
 
         let seen = RefCell::new(Vec::new());
@@ -621,13 +589,13 @@ mod tests {
         assert_eq!(seen.last().map(|p| p.0), seen.last().map(|p| p.1));
 
         let r = e.recall(&q, &PipelineConfig::default(), None).unwrap();
-        let j = e.result_json(&r);
-        let mems = j["memories"].as_array().unwrap();
-        assert!(!mems.is_empty());
-        assert!(mems
+        let items = e.items(&r);
+        assert!(!items.memories.is_empty());
+        assert!(items
+            .memories
             .iter()
-            .all(|m| m["stage"].is_string() && m["id"].is_string()));
-        assert_eq!(j["core"][0]["id"], "sem_self");
+            .all(|m| !m.id.is_empty() && m.stage != "Core"));
+        assert_eq!(items.core[0].id, "sem_self");
     }
 
     #[test]

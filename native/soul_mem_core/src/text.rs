@@ -1,8 +1,8 @@
 //! Chinese text processing with jieba: segmentation (HMM on) and TF-IDF keywords, used to turn
 //! plain text into retrieval queries without an LLM (design rule: avoid the LLM where possible).
 
+use crate::retrieval::query::{QueryVariant, SemQueryUnit, SitQueryUnit, SubQuery};
 use jieba_rs::{Jieba, KeywordExtract, KeywordExtractConfig, TfIdf};
-use serde_json::{json, Value};
 use std::sync::OnceLock;
 
 fn jieba() -> &'static Jieba {
@@ -67,26 +67,30 @@ pub fn keywords(text: &str, top_k: usize) -> Vec<String> {
 /// Default number of keyword queries made from one text.
 pub const DEFAULT_KEYWORDS: usize = 4;
 
-/// Turns plain text into seed-shaped sub-queries (Query JSON `sub_queries`): the whole text as a
-/// Situation narrative query (priority 2), plus one Semantic identifier query per keyword
-/// (priority 1). Empty or whitespace-only text gives no queries.
-pub fn text_queries(text: &str, max_keywords: usize) -> Vec<Value> {
+/// Turns plain text into seed-shaped sub-queries: the whole text as a Situation narrative query
+/// (priority 2, tagged with the keywords), plus one Semantic identifier query per keyword
+/// (priority 1). Empty or whitespace-only text gives no queries. Complexity: O(len) (jieba).
+pub fn text_queries(text: &str, max_keywords: usize) -> Vec<SubQuery> {
     let text = text.trim();
     if text.is_empty() {
         return Vec::new();
     }
     let words = keywords(text, max_keywords);
-    let mut queries = vec![json!({
-        "priority": 2,
-        "tag": words,
-        "variant": {"Situation": [{"narrative": text}]}
-    })];
-    queries.extend(words.iter().map(|w| {
-        json!({
-            "priority": 1,
-            "tag": [w],
-            "variant": {"Semantic": [{"concept_identifier": w, "description": ""}]}
-        })
+    let mut queries = vec![SubQuery {
+        priority: 2,
+        tag: words.clone(),
+        variant: QueryVariant::Situation(vec![SitQueryUnit {
+            narrative: text.to_owned(),
+            ..SitQueryUnit::default()
+        }]),
+    }];
+    queries.extend(words.into_iter().map(|w| SubQuery {
+        priority: 1,
+        tag: vec![w.clone()],
+        variant: QueryVariant::Semantic(vec![SemQueryUnit {
+            concept_identifier: w,
+            description: String::new(),
+        }]),
     }));
     queries
 }
@@ -193,12 +197,12 @@ mod tests {
 
     #[test]
     fn text_queries_have_seed_shape() {
-        let q = text_queries("你还记得麻辣烫吗", 3);
+        let q = serde_json::to_value(text_queries("你还记得麻辣烫吗", 3)).unwrap();
         assert_eq!(
             q[0]["variant"]["Situation"][0]["narrative"],
             "你还记得麻辣烫吗"
         );
-        assert!(q[1..]
+        assert!(q.as_array().unwrap()[1..]
             .iter()
             .all(|s| s["variant"]["Semantic"][0]["concept_identifier"].is_string()));
         assert!(text_queries("  \n", 3).is_empty());

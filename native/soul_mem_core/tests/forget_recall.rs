@@ -362,10 +362,7 @@ mod forget_recall {
             &|_, _| {},
         )
         .unwrap();
-        let q: Vec<SubQuery> = serde_json::from_value(serde_json::Value::Array(
-            soul_mem_core::text::text_queries("小白把麻辣烫打翻了", 3),
-        ))
-        .unwrap();
+        let q: Vec<SubQuery> = soul_mem_core::text::text_queries("小白把麻辣烫打翻了", 3);
         let pc = PipelineConfig::default();
         let score = |r: &soul_mem_core::retrieval::PipelineResult, rid: &str| {
             r.memories

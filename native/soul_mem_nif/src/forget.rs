@@ -76,6 +76,31 @@ fn forget_view<'a>(
     ok_or_error(env, result)
 }
 
+/// The typed forgetting views (as in a recall's items) of the notes `ids` at `now_ms`, with
+/// the character's forgetting parameters: what a recall shows once revisions have landed.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn forget_recall_views<'a>(
+    env: Env<'a>,
+    handle: Handle,
+    ids: Vec<String>,
+    now_ms: i64,
+) -> Term<'a> {
+    let result = (|| {
+        let now = at(now_ms, "now")?;
+        let engine = handle.read()?;
+        let ids = ids
+            .iter()
+            .map(|id| resolve(&engine, id))
+            .collect::<Result<Vec<_>, _>>()?;
+        let views = engine.forget_view(&ids, now, engine.forget_config())?;
+        Ok(views
+            .into_iter()
+            .map(crate::recall::forget_view)
+            .collect::<Vec<_>>())
+    })();
+    ok_or_error(env, result)
+}
+
 /// Merges the LLM `answer` to a note's revision prompt at `now_ms` and caches it for the
 /// current band (semantic notes: fields aligned in the graph). Returns JSON `{id, band,
 /// missing_degree, revised_text, visible_text, note_changed, aligned}`; errors, changing
@@ -175,8 +200,9 @@ fn forget_set_config<'a>(env: Env<'a>, handle: Handle, config_json: String) -> T
     ok_or_error(env, result)
 }
 
-/// The forgetting state of one note as JSON (`"null"` when it has none).
-#[rustler::nif]
+/// The forgetting state of one note as JSON (`"null"` when it has none). Dirty: the read lock
+/// may wait for a dirty writer.
+#[rustler::nif(schedule = "DirtyCpu")]
 fn forget_state<'a>(env: Env<'a>, handle: Handle, id: String) -> Term<'a> {
     let result = (|| {
         let engine = handle.read()?;

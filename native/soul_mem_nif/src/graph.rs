@@ -5,6 +5,7 @@ use rustler::{Binary, Encoder, Env, ResourceArc, Term};
 use soul_mem_core::engine::Engine;
 use soul_mem_core::graph::MemoryGraph;
 use soul_mem_core::import::{self, ImportOptions};
+use soul_mem_core::retrieval::PipelineConfig;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -13,6 +14,19 @@ static LIVE_HANDLES: AtomicUsize = AtomicUsize::new(0);
 /// A character's graph (and its retrieval index) behind a reference-counted Erlang resource.
 pub struct GraphResource {
     engine: RwLock<Engine>,
+    // The recall configuration a request without one uses (`engine_configure`). A lock of its
+    // own, held only to clone or replace it, so reading it never waits for the engine.
+    recall_defaults: RwLock<RecallDefaults>,
+}
+
+/// The pipeline configuration recalls use by default.
+#[derive(Clone, Default)]
+pub struct RecallDefaults {
+    /// The configuration.
+    pub config: PipelineConfig,
+    /// Whether it sets `similarity.similarity_threshold` itself; if not, the character's
+    /// embedder supplies its measured floor.
+    pub floor_set: bool,
 }
 
 #[rustler::resource_impl]
@@ -29,6 +43,7 @@ impl GraphResource {
         LIVE_HANDLES.fetch_add(1, Ordering::SeqCst);
         ResourceArc::new(GraphResource {
             engine: RwLock::new(engine),
+            recall_defaults: RwLock::new(RecallDefaults::default()),
         })
     }
 
@@ -40,6 +55,24 @@ impl GraphResource {
     /// Exclusive access; errors if an earlier panic poisoned the lock.
     pub fn write(&self) -> Result<RwLockWriteGuard<'_, Engine>, NifError> {
         self.engine.write().map_err(|_| NifError::Poisoned)
+    }
+
+    /// The recall defaults (a copy).
+    pub fn recall_defaults(&self) -> Result<RecallDefaults, NifError> {
+        Ok(self
+            .recall_defaults
+            .read()
+            .map_err(|_| NifError::Poisoned)?
+            .clone())
+    }
+
+    /// Replaces the recall defaults.
+    pub fn set_recall_defaults(&self, defaults: RecallDefaults) -> Result<(), NifError> {
+        *self
+            .recall_defaults
+            .write()
+            .map_err(|_| NifError::Poisoned)? = defaults;
+        Ok(())
     }
 }
 
@@ -139,7 +172,8 @@ fn graph_stats<'a>(env: Env<'a>, handle: Handle) -> Term<'a> {
     map
 }
 
-#[rustler::nif]
+/// Dirty: the read lock may wait for a dirty writer.
+#[rustler::nif(schedule = "DirtyCpu")]
 fn graph_get_note<'a>(env: Env<'a>, handle: Handle, id: String) -> Term<'a> {
     let result = handle.read().and_then(|engine| {
         let graph = engine.graph();

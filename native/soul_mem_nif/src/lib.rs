@@ -3,11 +3,13 @@
 //! Anything that may take over ~1 ms runs on a dirty scheduler.
 
 mod consolidate;
+mod embedding;
 mod error;
 mod forget;
 mod graph;
-mod retrieval;
+mod recall;
 mod store;
+mod term;
 mod working;
 
 pub use error::NifError;

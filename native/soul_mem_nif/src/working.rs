@@ -5,10 +5,12 @@
 //! takes only that handle. Locks are taken working → graph → store (the graph → store order
 //! of the store NIFs). Structured results are JSON binaries.
 
+use crate::embedding::loaded_model;
 use crate::error::{ok_or_error, parse_json, NifError};
 use crate::graph::Handle;
-use crate::retrieval::{loaded_model, recall_args};
+use crate::recall::{decode_forgetting, run_exclusive, RecallRequest};
 use crate::store::{resolve_stored, with_store, CheckpointExtra, StoreResource};
+use crate::term;
 use rustler::{Binary, Encoder, Env, LocalPid, ResourceArc, Term};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -169,26 +171,38 @@ fn working_activate<'a>(env: Env<'a>, working: WorkingHandle, request_json: Stri
     ok_or_error(env, result)
 }
 
-/// `engine_recall` in activation mode: activate for the texts of `queries`, recall on the
-/// working graph, expand boundary notes the result reached and recall again (same call).
-/// Arguments as `engine_recall` (`queries` JSON array, `config` JSON object, `short` JSON
-/// object or `null`). Returns `{result_json, report_json}`: the result JSON of
-/// `engine_recall` and the activation report of `working_activate`.
+/// Activation-mode recall: bring the neighbourhood of the queries' seeds in from the store,
+/// recall over the working graph, expand boundary notes the result reached and recall again
+/// (same call). The request and outcome are `engine_recall`'s; returns `{outcome, report}`,
+/// the report being `working_activate`'s (a map with string keys).
 #[rustler::nif(schedule = "DirtyCpu")]
 fn working_recall<'a>(
     env: Env<'a>,
     working: WorkingHandle,
-    queries: String,
-    config: String,
-    short: String,
+    request: RecallRequest<'a>,
 ) -> Term<'a> {
     let result = (|| {
-        let args = recall_args(&queries, &config, &short)?;
-        with_all(&working, |wm, engine, store| {
-            let config = args.config_for(engine.embedder());
-            let (result, report) = wm.recall(engine, store, &args.queries, &config, args.short)?;
-            Ok((engine.result_json(&result).to_string(), to_json(&report)?))
-        })
+        let forgetting = term::given(request.forgetting)
+            .map(decode_forgetting)
+            .transpose()?;
+        let graph = working.lock()?.graph.clone();
+        let mut report = None;
+        let outcome = with_all(&working, |wm, engine, store| {
+            run_exclusive(
+                &graph,
+                engine,
+                &request,
+                forgetting,
+                |engine, recall, config| {
+                    let (result, r) =
+                        wm.recall(engine, store, &recall.queries, config, recall.short.clone())?;
+                    report = Some(r);
+                    Ok(result)
+                },
+            )
+        })?;
+        let report = term::encode(env, &report)?;
+        Ok((outcome, report))
     })();
     ok_or_error(env, result)
 }

@@ -78,7 +78,7 @@ defmodule SoulMem.Forgetting do
           updated_at: String.t()
         }
 
-  @apply_opts [:llm, :now, :budget, config: [], max_concurrency: 4, llm_timeout: 20_000]
+  @apply_opts [:llm, :now, :budget, max_concurrency: 4, llm_timeout: 20_000]
 
   @doc """
   The effective forgetting parameters: the application env `:forgetting`
@@ -118,15 +118,16 @@ defmodule SoulMem.Forgetting do
       )
 
   @doc """
-  Sets the parameters the engine of `memory` decays link weights with during
-  retrieval (the application env with `overrides`). Invalid parameters
+  Sets the parameters the engine of `memory` forgets with — retrieval's link
+  decay and recall's forgetting views — to the application env with
+  `overrides`, until they are set again (a character sets them when it
+  loads). Setting the parameters it has changes nothing. Invalid parameters
   change nothing.
   """
   @spec configure(Memory.t(), config()) :: :ok | {:error, Error.t()}
   def configure(%Memory{ref: ref}, overrides \\ []) do
-    with {:ok, json} <- encode(config(overrides)),
-         {:ok, _canonical} <- Error.from_native(Native.forget_set_config(ref, json)),
-         do: :ok
+    configuration = %{recall: nil, forgetting: config(overrides)}
+    with {:ok, _} <- Error.from_native(Native.engine_configure(ref, configuration)), do: :ok
   end
 
   @doc """
@@ -176,12 +177,15 @@ defmodule SoulMem.Forgetting do
 
   @doc """
   Applies lazy forgetting to recalled memory items (maps with at least `:id`
-  and `:content`, as returned by `SoulMem.Retrieval.run/3`): each item's
+  and `:content`, as returned by `SoulMem.Retrieval.recall/3`), with the
+  parameters the character forgets with (`configure/2`): each item's
   `:content` becomes what the character sees (unchanged for `:no_action`)
-  and it gains `:forgetting` (`t:info/0`). Revisions due are asked of the
-  LLM in parallel (system prompt from the core, in the character's voice)
-  and cached per band; a failed call, or one still running when the budget
-  is spent, leaves the masked text (`:mask_only`). A revision still running
+  and it gains `:forgetting` (`t:info/0`). An item that carries its
+  forgetting view (a recall with `views: true`) needs no further call into
+  the engine unless a revision is due. Revisions due are asked of the LLM in
+  parallel (system prompt from the core, in the character's voice) and
+  cached per band; a failed call, or one still running when the budget is
+  spent, leaves the masked text (`:mask_only`). A revision still running
   goes on in the background and is cached when it lands; one note is never
   revised by two calls at once.
 
@@ -190,45 +194,52 @@ defmodule SoulMem.Forgetting do
   (the character's; one attempt by default, `retries:` overrides);
   `:llm_timeout` — ms a revision may take in the background (default
   20000); `:max_concurrency` — most revisions started by one recall
-  (default 4; the rest wait for a later recall); `:now`; `:config` —
-  parameter overrides.
+  (default 4; the rest wait for a later recall); `:now`.
   """
   @spec on_recall(Memory.t(), [map()], keyword()) :: {:ok, [map()]} | {:error, Error.t()}
   def on_recall(%Memory{} = memory, items, opts \\ []) when is_list(items) do
     opts = Keyword.validate!(opts, @apply_opts)
     now = opts[:now] || DateTime.utc_now()
-    view_opts = [now: now, config: opts[:config]]
     ids = Enum.map(items, & &1.id)
 
-    with {:ok, views} <- view(memory, ids, view_opts),
-         {:ok, views} <- revise(memory, ids, views, view_opts, opts) do
+    with {:ok, views} <- views(memory, items, now),
+         {:ok, views} <- revise(memory, ids, views, now, opts) do
       {:ok,
        Enum.zip_with(items, views, fn item, v ->
          {content, action} = seen(item, v)
 
          item
+         |> Map.delete(:forgetting)
          |> Map.put(:content, content)
-         |> Map.put(:forgetting, %{
-           missing_degree: v["missing_degree"],
-           action: action,
-           band: v["band"]
-         })
+         |> Map.put(:forgetting, %{missing_degree: v.missing_degree, action: action, band: v.band})
        end)}
     end
   end
 
+  # The views the items carry (a recall with views: true), else the engine's.
+  defp views(memory, items, now) do
+    if items != [] and Enum.all?(items, &match?(%{forgetting: %{visible_text: _}}, &1)),
+      do: {:ok, Enum.map(items, & &1.forgetting)},
+      else: engine_views(memory, Enum.map(items, & &1.id), now)
+  end
+
+  defp engine_views(_memory, [], _now), do: {:ok, []}
+
+  defp engine_views(%Memory{ref: ref}, ids, now),
+    do: Error.from_native(Native.forget_recall_views(ref, ids, now_ms(now)))
+
   # What the character sees of a view and the action that produced it: a memory that did not
   # forget keeps the content retrieval gave it; a revision still due (failed or not landed in
   # time) leaves the masked text (MaskOnly); a cached one counts as Revised.
-  defp seen(item, %{"action" => "NoAction"}), do: {item.content, :no_action}
-  defp seen(_item, %{"action" => "MaskOnly"} = v), do: {v["visible_text"], :mask_only}
-  defp seen(_item, %{"needs_revision" => true} = v), do: {v["visible_text"], :mask_only}
-  defp seen(_item, v), do: {v["visible_text"], :revised}
+  defp seen(item, %{action: :no_action}), do: {item.content, :no_action}
+  defp seen(_item, %{action: :mask_only} = v), do: {v.visible_text, :mask_only}
+  defp seen(_item, %{needs_revision: true} = v), do: {v.visible_text, :mask_only}
+  defp seen(_item, v), do: {v.visible_text, :revised}
 
   # Starts (or joins) the due revisions, waits for them up to the budget, then reads the views
   # again: the engine's revision cache is the one place a landed revision is found.
-  defp revise(memory, ids, views, view_opts, opts) do
-    case Enum.filter(views, & &1["needs_revision"]) |> Enum.take(opts[:max_concurrency]) do
+  defp revise(memory, ids, views, now, opts) do
+    case Enum.filter(views, & &1.needs_revision) |> Enum.take(opts[:max_concurrency]) do
       [] ->
         {:ok, views}
 
@@ -238,24 +249,24 @@ defmodule SoulMem.Forgetting do
         deadline = System.monotonic_time(:millisecond) + budget
 
         due
-        |> Enum.map(&start_revision(memory, &1, llm, view_opts))
+        |> Enum.map(&start_revision(memory, &1, llm, now))
         |> Enum.each(&await_until(&1, deadline))
 
-        view(memory, ids, view_opts)
+        engine_views(memory, ids, now)
     end
   end
 
   # A revision runs in a task of its own under SoulMem.TaskSupervisor (not linked: it outlives
   # a recall that stops waiting). The task claims the note in SoulMem.Registry; a note already
   # claimed is not asked again, the task waits for the running one instead.
-  defp start_revision(memory, %{"id" => id} = due, llm, view_opts) do
+  defp start_revision(memory, %{id: id} = due, llm, now) do
     key = {__MODULE__, :revising, memory.ref, id}
 
     {:ok, pid} =
       Task.Supervisor.start_child(SoulMem.TaskSupervisor, fn ->
         case Registry.register(SoulMem.Registry, key, nil) do
           {:ok, _} ->
-            log_failure(id, revise_one(memory, due, llm, view_opts))
+            log_failure(id, revise_one(memory, due, llm, now))
 
           {:error, {:already_registered, running}} ->
             running |> Process.monitor() |> await_until(:infinity)
@@ -288,17 +299,15 @@ defmodule SoulMem.Forgetting do
     )
   end
 
-  defp revise_one(
-         memory,
-         %{"id" => id, "prompt" => %{"system" => system, "user" => user}},
-         llm,
-         view_opts
-       ) do
+  # The revision is stored with the parameters the engine forgets with ("" config), those its
+  # view was made with.
+  defp revise_one(%Memory{ref: ref}, %{id: id, prompt: %{system: system, user: user}}, llm, now) do
     messages = [%{role: :system, content: system}, %{role: :user, content: user}]
 
     with {:ok, %{content: answer}} <- SoulMem.LLM.chat(messages, llm),
-         {:ok, stored} <- store_revision(memory, id, answer, view_opts),
-         do: {:ok, stored["visible_text"]}
+         {:ok, out} <-
+           Error.from_native(Native.forget_store_revision(ref, id, answer, now_ms(now), "")),
+         do: {:ok, JSON.decode!(out)["visible_text"]}
   rescue
     # Bad LLM options raise: degrade to the mask instead.
     error -> {:error, {:raised, Exception.message(error)}}

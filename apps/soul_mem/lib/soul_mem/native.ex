@@ -48,8 +48,9 @@ defmodule SoulMem.Native do
   def graph_embed(_graph, _embedder, _progress_pid), do: :erlang.nif_error(:nif_not_loaded)
   # DirtyIo: the model runs on the bulk pool; no engine lock is held while it does
   def graph_prefill(_graph, _chunk, _progress_pid), do: :erlang.nif_error(:nif_not_loaded)
-  # DirtyCpu: JSON in (queries, config, short), JSON out
-  def engine_recall(_graph, _queries, _config, _short), do: :erlang.nif_error(:nif_not_loaded)
+  # DirtyCpu, typed maps in and out (SoulMem.Retrieval): one call per recall, text to items
+  def engine_recall(_graph, _request), do: :erlang.nif_error(:nif_not_loaded)
+  def engine_configure(_graph, _configuration), do: :erlang.nif_error(:nif_not_loaded)
   def engine_core(_graph), do: :erlang.nif_error(:nif_not_loaded)
   def engine_record(_graph, _ids, _at_ms), do: :erlang.nif_error(:nif_not_loaded)
   # DirtyCpu (jieba)
@@ -91,6 +92,7 @@ defmodule SoulMem.Native do
   def forget_sweep(_graph, _now_ms, _config_json), do: :erlang.nif_error(:nif_not_loaded)
   def forget_set_config(_graph, _config_json), do: :erlang.nif_error(:nif_not_loaded)
   def forget_state(_graph, _id), do: :erlang.nif_error(:nif_not_loaded)
+  def forget_recall_views(_graph, _ids, _now_ms), do: :erlang.nif_error(:nif_not_loaded)
   # DirtyCpu
   def forget_states(_graph), do: :erlang.nif_error(:nif_not_loaded)
   # DirtyCpu (jieba): {:ok, {masked_text, masked, total}}
@@ -113,9 +115,8 @@ defmodule SoulMem.Native do
   # {:ok, report_json}
   def working_activate(_working, _request_json), do: :erlang.nif_error(:nif_not_loaded)
 
-  # {:ok, {result_json, report_json}}
-  def working_recall(_working, _queries, _config, _short),
-    do: :erlang.nif_error(:nif_not_loaded)
+  # Typed: the request and outcome of engine_recall; {:ok, {outcome, report}}
+  def working_recall(_working, _request), do: :erlang.nif_error(:nif_not_loaded)
 
   # DirtyIo: {:ok, report_json}
   def working_checkpoint(_working, _extra_json), do: :erlang.nif_error(:nif_not_loaded)

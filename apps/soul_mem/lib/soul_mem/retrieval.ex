@@ -10,11 +10,21 @@ defmodule SoulMem.Retrieval do
       %{"priority" => 1, "tag" => ["小白"],
         "variant" => %{"Semantic" => [%{"concept_identifier" => "小白", "description" => ""}]}}
 
-  Plain text becomes such queries without an LLM, see `text_queries/2`.
-  The graph must be embedded first (`SoulMem.Embedding.embed_graph/2`).
+  Plain text becomes such queries without an LLM, inside the same native call
+  (`text_queries/2` shows them). The graph must be embedded first
+  (`SoulMem.Embedding.embed_graph/2`).
+
+  A recall is one call into the engine (`Native.engine_recall/2`): the
+  request and the result cross as typed maps, and configuration (the
+  character's recall defaults and forgetting parameters) is set when it
+  changes (`configure/2`), not per recall. The pipeline runs under the
+  graph's read lock while its index and decay factors are current, so
+  recalls of one character run side by side (`:lock` in the result).
   """
 
-  alias SoulMem.{Error, JSON, Memory, Native}
+  @behaviour SoulMem.Retrieval.Backend
+
+  alias SoulMem.{Error, Memory, Native}
 
   @doc "The configured retrieval module (app env `:retrieval`, default this one)."
   @spec backend() :: module()
@@ -37,7 +47,9 @@ defmodule SoulMem.Retrieval do
           memories: [item()],
           actions: [item()],
           self_knowledge: [item()],
-          core: [item()]
+          core: [item()],
+          queries: non_neg_integer(),
+          lock: :read | :write
         }
 
   @doc """
@@ -47,7 +59,8 @@ defmodule SoulMem.Retrieval do
   @spec text_queries(String.t(), non_neg_integer()) :: [map()]
   def text_queries(text, max_keywords \\ 4)
       when is_binary(text) and is_integer(max_keywords) and max_keywords >= 0 do
-    text |> Native.text_queries(max_keywords) |> JSON.decode!()
+    {:ok, queries} = Native.text_queries(text, max_keywords)
+    queries
   end
 
   @doc """
@@ -57,32 +70,65 @@ defmodule SoulMem.Retrieval do
   def tokens(text) when is_binary(text), do: Native.text_tokens(text)
 
   @doc """
-  Runs the pipeline for `queries`.
+  Recalls for `request` in one native call: `text` becomes sub-queries there
+  (next to the request's own `queries`), the pipeline runs, and each memory
+  gets its forgetting view when `views: true` (`%{id, missing_degree, band,
+  action, visible_text, needs_revision, prompt}`, see `SoulMem.Forgetting`).
 
-  Options: `:short` — `%{messages: [String.t()], summary: String.t() | nil}` (window and
-  summary, handed to the ShortOnly stage); `:config` — pipeline options in the seed's config
-  shape, as a map (string or atom keys) or a keyword list, nested the same way
-  (`config: [similarity: [max_results: 10]]`); unknown keys and out-of-range values are
-  errors.
+  Options: `:config` — pipeline options of this recall in the seed's config
+  shape (a map with string or atom keys, or a nested keyword list); `nil` or
+  empty uses the character's defaults (`configure/2`); unknown keys and
+  out-of-range values are errors. `:forgetting` — forgetting parameters
+  (`SoulMem.Forgetting.config/1` shape) to set on the character first, or
+  `nil`. `:views` (default `false`), `:now` (`DateTime`, default now).
+
+  The result has `:memories`, `:actions`, `:self_knowledge`, `:core`,
+  `:queries` (how many sub-queries ran) and `:lock` (`:read` or `:write`).
+  """
+  @impl true
+  @spec recall(Memory.t(), SoulMem.Retrieval.Backend.request(), keyword()) ::
+          {:ok, result()} | {:error, Error.t()}
+  def recall(%Memory{} = memory, request, opts \\ []) do
+    opts = Keyword.validate!(opts, [:config, :forgetting, :now, views: false])
+
+    native = %{
+      text: Map.get(request, :text),
+      max_keywords: nil,
+      queries: Map.get(request, :queries, []),
+      short: short(Map.get(request, :short)),
+      config: config_arg(opts[:config]),
+      forgetting: opts[:forgetting],
+      views: opts[:views],
+      now_ms: opts[:now] && DateTime.to_unix(opts[:now], :millisecond)
+    }
+
+    native_recall(memory, native)
+  end
+
+  @doc """
+  Runs the pipeline for seed-shaped `queries` (`recall/3` without text).
+
+  Options: `:short` — `%{messages: [String.t()], summary: String.t() | nil}`
+  (window and summary, handed to the ShortOnly stage); `:config` — as in
+  `recall/3`.
   """
   @spec run(Memory.t(), [map()], keyword()) :: {:ok, result()} | {:error, Error.t()}
   def run(%Memory{} = memory, queries, opts \\ []) when is_list(queries) do
-    opts = Keyword.validate!(opts, short: nil, config: %{})
+    opts = Keyword.validate!(opts, short: nil, config: nil)
+    recall(memory, %{queries: queries, short: opts[:short]}, config: opts[:config])
+  end
 
-    with {:ok, queries_json} <- encode(queries),
-         {:ok, config_json} <- encode(config_map(opts[:config])),
-         {:ok, short_json} <- encode(short(opts[:short])),
-         {:ok, json} <- recall(memory, queries_json, config_json, short_json) do
-      decoded = JSON.decode!(json)
-
-      {:ok,
-       %{
-         memories: items(decoded["memories"]),
-         actions: items(decoded["actions"]),
-         self_knowledge: items(decoded["self_knowledge"]),
-         core: items(decoded["core"])
-       }}
-    end
+  @doc """
+  Sets the character's recall defaults (`recall:`, pipeline options as in
+  `recall/3`) and/or forgetting parameters (`forgetting:`, a
+  `SoulMem.Forgetting.config/1` map): what recalls use until they change.
+  Invalid ones change nothing.
+  """
+  @spec configure(Memory.t(), keyword()) :: :ok | {:error, Error.t()}
+  def configure(%Memory{ref: ref}, opts) do
+    opts = Keyword.validate!(opts, [:recall, :forgetting])
+    configuration = %{recall: config_arg(opts[:recall]), forgetting: opts[:forgetting]}
+    with {:ok, _} <- Error.from_native(Native.engine_configure(ref, configuration)), do: :ok
   end
 
   @doc """
@@ -92,15 +138,15 @@ defmodule SoulMem.Retrieval do
   """
   @spec core(Memory.t()) :: {:ok, [item()]} | {:error, Error.t()}
   def core(%Memory{ref: ref}) do
-    with {:ok, json} <- Error.from_native(Native.engine_core(ref)) do
-      {:ok, items(JSON.decode!(json))}
-    end
+    with {:ok, items} <- Error.from_native(Native.engine_core(ref)),
+         do: {:ok, Enum.map(items, &drop_nil_view/1)}
   end
 
   @doc """
   Records one retrieval of each note (readable ids or UUIDs) at `at`: the retrieval count and
   last-access time the forgetting curve and consolidation use. Unknown ids are skipped.
   """
+  @impl true
   @spec record(Memory.t(), [String.t()], DateTime.t()) ::
           {:ok, non_neg_integer()} | {:error, Error.t()}
   def record(%Memory{ref: ref}, ids, %DateTime{} = at) when is_list(ids) do
@@ -109,43 +155,50 @@ defmodule SoulMem.Retrieval do
 
   # Activation mode: working memory first brings the neighbourhood of the
   # queries' seeds in from the store, then the same pipeline runs.
-  defp recall(%Memory{working: nil, ref: ref}, queries, config, short),
-    do: Error.from_native(Native.engine_recall(ref, queries, config, short))
+  defp native_recall(%Memory{working: nil, ref: ref}, request),
+    do:
+      with(
+        {:ok, outcome} <- Error.from_native(Native.engine_recall(ref, request)),
+        do: {:ok, tidy(outcome)}
+      )
 
-  defp recall(%Memory{working: working}, queries, config, short) do
-    with {:ok, {json, _report}} <-
-           Error.from_native(Native.working_recall(working, queries, config, short)),
-         do: {:ok, json}
+  defp native_recall(%Memory{working: working}, request) do
+    with {:ok, {outcome, _report}} <- Error.from_native(Native.working_recall(working, request)),
+         do: {:ok, tidy(outcome)}
   end
+
+  # Only a memory of a recall with views has a forgetting view: the others lose the key.
+  defp tidy(outcome) do
+    Map.new(outcome, fn
+      {list, items} when list in [:memories, :actions, :self_knowledge, :core] ->
+        {list, Enum.map(items, &drop_nil_view/1)}
+
+      other ->
+        other
+    end)
+  end
+
+  defp drop_nil_view(%{forgetting: nil} = item), do: Map.delete(item, :forgetting)
+  defp drop_nil_view(item), do: item
 
   defp short(nil), do: nil
+  defp short(%{} = s), do: %{messages: Map.get(s, :messages, []), summary: Map.get(s, :summary)}
 
-  defp short(%{} = s) do
-    %{"messages" => Map.get(s, :messages, []), "summary" => Map.get(s, :summary)}
-  end
+  defp config_arg(nil), do: nil
+  defp config_arg(empty) when empty == %{} or empty == [], do: nil
+  defp config_arg(config), do: config_map(config)
 
-  defp encode(term), do: JSON.encode_arg(term)
-
-  # Keyword lists and atom keys become the string-keyed objects the native side reads;
-  # anything else passes through and is judged there.
+  # Keyword lists and atom keys become the string-keyed maps the engine reads; anything else
+  # passes through and is judged there.
   defp config_map([{k, _} | _] = kw) when is_atom(k) do
     if Keyword.keyword?(kw), do: config_map(Map.new(kw)), else: kw
   end
 
-  defp config_map(%{} = map) when not is_struct(map) do
-    Map.new(map, fn {k, v} -> {if(is_atom(k), do: Atom.to_string(k), else: k), config_map(v)} end)
-  end
+  defp config_map(%{} = map) when not is_struct(map),
+    do:
+      Map.new(map, fn {k, v} ->
+        {if(is_atom(k), do: Atom.to_string(k), else: k), config_map(v)}
+      end)
 
   defp config_map(other), do: other
-
-  @keys Map.new(
-          ~w(id uuid kind content score stage seeds channels path core action_type)a,
-          &{Atom.to_string(&1), &1}
-        )
-
-  defp items(list) when is_list(list) do
-    Enum.map(list, fn item ->
-      for {k, v} <- item, Map.has_key?(@keys, k), into: %{}, do: {Map.fetch!(@keys, k), v}
-    end)
-  end
 end

@@ -16,11 +16,11 @@ defmodule SoulMem.RecallTest do
   defmodule FakeRetrieval do
     @moduledoc false
 
-    def text_queries(text),
-      do: [%{"priority" => 1, "tag" => [text], "variant" => %{"Semantic" => []}}]
+    @behaviour SoulMem.Retrieval.Backend
 
-    def run(%SoulMem.Memory{} = memory, queries, opts) do
-      short = Keyword.fetch!(opts, :short)
+    @impl true
+    def recall(%SoulMem.Memory{} = memory, %{text: text, queries: queries, short: short}, _opts) do
+      queries = queries ++ text_queries(text)
       send(owner(memory), {:retrieval_run, queries, short})
 
       {:ok,
@@ -34,6 +34,12 @@ defmodule SoulMem.RecallTest do
        }}
     end
 
+    defp text_queries(nil), do: []
+
+    defp text_queries(text),
+      do: [%{"priority" => 1, "tag" => [text], "variant" => %{"Semantic" => []}}]
+
+    @impl true
     def record(memory, ids, _at) do
       send(owner(memory), {:retrieval_record, ids})
       :ok
@@ -58,10 +64,14 @@ defmodule SoulMem.RecallTest do
 
   defmodule FailingRetrieval do
     @moduledoc false
-    def text_queries(_text), do: [%{}]
+    @behaviour SoulMem.Retrieval.Backend
 
-    def run(_memory, _queries, _opts),
+    @impl true
+    def recall(_memory, _request, _opts),
       do: {:error, SoulMem.Error.new(:invalid_value, "bad query")}
+
+    @impl true
+    def record(_memory, _ids, _at), do: :ok
   end
 
   setup do

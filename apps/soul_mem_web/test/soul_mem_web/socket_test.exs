@@ -10,8 +10,11 @@ defmodule SoulMemWeb.SocketTest do
 
   defmodule RaisingRetrieval do
     @moduledoc false
-    def text_queries(_text), do: [%{"priority" => 1}]
-    def run(_memory, _queries, _opts), do: raise("retrieval exploded")
+    @behaviour SoulMem.Retrieval.Backend
+    @impl true
+    def recall(_memory, _request, _opts), do: raise("retrieval exploded")
+    @impl true
+    def record(_memory, _ids, _at), do: :ok
   end
 
   setup do

@@ -69,10 +69,21 @@ defmodule SoulMem.Character.Loader do
     activation = activation(settings, store)
 
     with {:ok, memory, state} <- load_graph(state, settings, store, activation, checkpoint),
+         :ok <- configure(memory),
          {:ok, embedding, task} <- embed(state.id, memory, settings, activation),
          {:ok, memory} <- open_working(state.id, store, memory, activation) do
       {:ok, %{memory: memory, state: state, embedding: embedding, task: task}}
     end
+  end
+
+  # Configuration is set once here, not per recall: the recall defaults (app
+  # env `:recall_config`, pipeline options) and the forgetting parameters
+  # (app env `:forgetting`).
+  defp configure(memory) do
+    SoulMem.Retrieval.configure(memory,
+      recall: Application.get_env(:soul_mem, :recall_config),
+      forgetting: SoulMem.Forgetting.config()
+    )
   end
 
   defp load_graph(state, settings, nil, _activation, _checkpoint) do

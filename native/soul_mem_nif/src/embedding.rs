@@ -1,12 +1,11 @@
-//! Embedding and recall NIFs: load the model, embed a graph with progress, run the
-//! DefaultPipeline, record retrievals, and jieba text helpers. Structured data crosses the
-//! boundary as JSON binaries (decoded by `SoulMem.JSON` on the Elixir side).
+//! Embedding NIFs: load the model process-wide, embed a graph with progress (or prefill the
+//! model's cache ahead of it), embed texts.
 
-use crate::error::{ok_or_error, parse_json, NifError};
+use crate::error::{ok_or_error, NifError};
 use crate::graph::Handle;
 use rustler::{Encoder, Env, LocalPid, Term};
 use soul_mem_core::engine::{EmbedderChoice, ModelEmbedder};
-use soul_mem_core::retrieval::{HashEmbedder, PipelineConfig, ShortContext, SubQuery};
+use soul_mem_core::retrieval::HashEmbedder;
 use soul_mem_core::Error;
 use std::path::Path;
 use std::sync::{Arc, RwLock};
@@ -120,128 +119,6 @@ fn graph_prefill<'a>(env: Env<'a>, handle: Handle, chunk: usize, progress: Local
         Ok(model.prefill(&refs, chunk, &reporter(env, progress))?)
     });
     ok_or_error(env, result)
-}
-
-/// The decoded arguments of a recall.
-pub(crate) struct RecallArgs {
-    pub queries: Vec<SubQuery>,
-    pub config: PipelineConfig,
-    pub short: Option<ShortContext>,
-    /// Whether the request set `similarity.similarity_threshold` itself; if not, the
-    /// character's embedder supplies its measured floor (see [`RecallArgs::config_for`]).
-    floor_set: bool,
-}
-
-impl RecallArgs {
-    /// The pipeline config for a recall with `embedder`: the request's own, with the
-    /// embedder's similarity floor unless the request chose one.
-    pub fn config_for(&self, embedder: Option<&EmbedderChoice>) -> PipelineConfig {
-        let mut config = self.config.clone();
-        if let (false, Some(e)) = (self.floor_set, embedder) {
-            config.similarity.similarity_threshold = e.similarity_floor();
-        }
-        config
-    }
-}
-
-/// Decodes and validates the arguments of a recall: the sub-queries, the pipeline config and
-/// the short-term context (`null` for none).
-pub(crate) fn recall_args(
-    queries: &str,
-    config: &str,
-    short: &str,
-) -> Result<RecallArgs, NifError> {
-    let queries: Vec<SubQuery> = parse_json("queries", queries)?;
-    let raw: serde_json::Value = parse_json("config", config)?;
-    let floor_set = raw
-        .pointer("/similarity/similarity_threshold")
-        .is_some_and(|v| !v.is_null());
-    let config: PipelineConfig = parse_json("config", config)?;
-    config.validate()?;
-    let short: Option<ShortJson> = parse_json("short", short)?;
-    let short = short.map(|s| ShortContext {
-        messages: s.messages,
-        summary: s.summary,
-    });
-    Ok(RecallArgs {
-        queries,
-        config,
-        short,
-        floor_set,
-    })
-}
-
-/// Runs the DefaultPipeline. `queries` is a JSON array of seed sub-queries, `config` a JSON
-/// object of pipeline options (`{}` for defaults), `short` a JSON object
-/// `{"messages": [..], "summary": ..}` or `null`. Returns the result as JSON.
-#[rustler::nif(schedule = "DirtyCpu")]
-fn engine_recall<'a>(
-    env: Env<'a>,
-    handle: Handle,
-    queries: String,
-    config: String,
-    short: String,
-) -> Term<'a> {
-    let result = (|| {
-        let args = recall_args(&queries, &config, &short)?;
-        let mut engine = handle.write()?;
-        let config = args.config_for(engine.embedder());
-        let result = engine.recall(&args.queries, &config, args.short)?;
-        Ok(engine.result_json(&result).to_string())
-    })();
-    ok_or_error(env, result)
-}
-
-/// The core memories of the graph as a JSON array of recall items (stage `"Core"`), for a
-/// recall that runs no retrieval.
-#[rustler::nif(schedule = "DirtyCpu")]
-fn engine_core<'a>(env: Env<'a>, handle: Handle) -> Term<'a> {
-    let result = handle
-        .read()
-        .map(|engine| serde_json::Value::from(engine.core_json()).to_string());
-    ok_or_error(env, result)
-}
-
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ShortJson {
-    #[serde(default)]
-    messages: Vec<String>,
-    #[serde(default)]
-    summary: Option<String>,
-}
-
-/// Records one retrieval of each note (readable ids or UUIDs) at `at_ms` (Unix ms). Unknown
-/// ids are skipped; returns how many were recorded.
-#[rustler::nif]
-fn engine_record<'a>(env: Env<'a>, handle: Handle, ids: Vec<String>, at_ms: i64) -> Term<'a> {
-    let result = (|| {
-        let at = chrono::DateTime::from_timestamp_millis(at_ms).ok_or_else(|| {
-            NifError::from(Error::invalid_argument("at", "timestamp out of range"))
-        })?;
-        let mut engine = handle.write()?;
-        let resolved: Vec<_> = ids
-            .iter()
-            .filter_map(|id| engine.graph().resolve(id))
-            .collect();
-        Ok(engine.record(&resolved, at))
-    })();
-    ok_or_error(env, result)
-}
-
-/// Plain text → seed sub-queries (JSON array), without an LLM.
-#[rustler::nif(schedule = "DirtyCpu")]
-fn text_queries(text: String, max_keywords: usize) -> String {
-    serde_json::Value::Array(soul_mem_core::text::text_queries(&text, max_keywords)).to_string()
-}
-
-/// jieba segmentation (HMM on).
-#[rustler::nif(schedule = "DirtyCpu")]
-fn text_tokens(text: String) -> Vec<String> {
-    soul_mem_core::text::tokens(&text)
-        .into_iter()
-        .map(str::to_owned)
-        .collect()
 }
 
 /// Embeds a batch of texts with the loaded model; `kind` is `"query"` or `"passage"`. Returns
