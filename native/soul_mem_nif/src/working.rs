@@ -242,8 +242,8 @@ fn working_checkpoint<'a>(env: Env<'a>, working: WorkingHandle, extra_json: Bina
 }
 
 /// State of the working memory: `{model, dim, vectors, working_size, non_core, boundary,
-/// config}` JSON. No store I/O.
-#[rustler::nif]
+/// config}` JSON. No store I/O. Dirty: the locks it takes are held by dirty working NIFs.
+#[rustler::nif(schedule = "DirtyCpu")]
 fn working_info<'a>(env: Env<'a>, working: WorkingHandle) -> Term<'a> {
     let result = (|| {
         let guard = working.lock()?;

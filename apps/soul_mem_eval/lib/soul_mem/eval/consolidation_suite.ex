@@ -1,4 +1,4 @@
-defmodule SoulMem.Consolidation.Suite do
+defmodule SoulMem.Eval.ConsolidationSuite do
   @moduledoc """
   The consolidate suite: scripted conversations run through window →
   summaries → consolidation, then checked.

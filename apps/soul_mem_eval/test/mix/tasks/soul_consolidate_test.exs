@@ -1,4 +1,4 @@
-Code.require_file("../../support/fake_llm.ex", __DIR__)
+Code.require_file("../../../../soul_mem/test/support/fake_llm.ex", __DIR__)
 
 defmodule Mix.Tasks.Soul.ConsolidateTest do
   use ExUnit.Case, async: true

@@ -4,7 +4,7 @@ defmodule Mix.Tasks.Soul.Consolidate do
   @moduledoc """
   Runs scripted conversations through window → summaries → consolidation
   with the configured LLM (`SOUL_MEM_LLM_BASE_URL`, `SOUL_MEM_LLM_MODEL`)
-  and checks the result (`SoulMem.Consolidation.Suite`):
+  and checks the result (`SoulMem.Eval.ConsolidationSuite`):
 
       mix soul.consolidate ../shared/fixtures/daily_dialogues
       mix soul.consolidate dialogue.json --json report.json --window 6 --embedder model
@@ -21,7 +21,7 @@ defmodule Mix.Tasks.Soul.Consolidate do
 
   use Mix.Task
 
-  alias SoulMem.Consolidation.Suite
+  alias SoulMem.Eval.ConsolidationSuite
 
   @impl true
   def run(args) do
@@ -47,7 +47,7 @@ defmodule Mix.Tasks.Soul.Consolidate do
     embedder = embedder(opts[:embedder] || "hash")
 
     dialogues =
-      case Suite.load(hd(paths)) do
+      case ConsolidationSuite.load(hd(paths)) do
         {:ok, dialogues} -> dialogues
         {:error, message} -> Mix.raise(message)
       end
@@ -55,7 +55,7 @@ defmodule Mix.Tasks.Soul.Consolidate do
     llm = Keyword.take(opts, [:base_url, :model])
 
     report =
-      Suite.run(dialogues,
+      ConsolidationSuite.run(dialogues,
         window: opts[:window] || 12,
         embedder: embedder,
         summary_llm: llm,
@@ -63,7 +63,7 @@ defmodule Mix.Tasks.Soul.Consolidate do
         dump: opts[:dump_changes]
       )
 
-    Mix.shell().info(Suite.format(report))
+    Mix.shell().info(ConsolidationSuite.format(report))
 
     if path = opts[:json] do
       File.write!(path, SoulMem.JSON.encode!(report))

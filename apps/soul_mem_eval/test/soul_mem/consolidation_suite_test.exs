@@ -1,12 +1,12 @@
-Code.require_file("../support/fake_llm.ex", __DIR__)
+Code.require_file("../../../soul_mem/test/support/fake_llm.ex", __DIR__)
 
-defmodule SoulMem.ConsolidationSuiteTest do
+defmodule SoulMem.Eval.ConsolidationSuiteTest do
   use ExUnit.Case, async: true
 
   import SoulMem.TestSupport
 
   alias SoulMem.{FakeLLM, JSON}
-  alias SoulMem.Consolidation.Suite
+  alias SoulMem.Eval.ConsolidationSuite
 
   @moduletag :capture_log
 
@@ -72,17 +72,19 @@ defmodule SoulMem.ConsolidationSuiteTest do
     FakeLLM.script(extraction, [{:reply, answer}])
 
     {:ok, [d]} =
-      Suite.load(dialogue(dir, %{"entities" => ["林雨桐", "天文社", "小白"], "abstract" => true}))
+      ConsolidationSuite.load(
+        dialogue(dir, %{"entities" => ["林雨桐", "天文社", "小白"], "abstract" => true})
+      )
 
     report =
-      Suite.run([d],
+      ConsolidationSuite.run([d],
         window: 4,
         summary_llm: [base_url: FakeLLM.url(summaries), retries: 0],
         extraction_llm: [base_url: FakeLLM.url(extraction), retries: 0]
       )
 
     assert [r] = report.dialogues
-    assert r.passed, Suite.format(report)
+    assert r.passed, ConsolidationSuite.format(report)
     assert r.turns == 8
     # 16 messages through a window of 4 (tags every 4): jobs for seq 1, 5, 9 → 3 summaries.
     assert r.summaries == 3
@@ -93,7 +95,7 @@ defmodule SoulMem.ConsolidationSuiteTest do
     assert r.checks.linked.linked_to_active == r.checks.linked.created
     assert r.induced >= 1
     assert report.totals.passed == 1
-    assert Suite.format(report) =~ "PASS 天文社"
+    assert ConsolidationSuite.format(report) =~ "PASS 天文社"
   end
 
   test "a dialogue fails when an expected entity is missing or consolidation fails", %{
@@ -101,10 +103,10 @@ defmodule SoulMem.ConsolidationSuiteTest do
   } do
     {summaries, extraction} = servers()
     FakeLLM.script(extraction, List.duplicate({:reply, "not json"}, 4))
-    {:ok, [d]} = Suite.load(dialogue(dir, %{"entities" => ["林雨桐"]}))
+    {:ok, [d]} = ConsolidationSuite.load(dialogue(dir, %{"entities" => ["林雨桐"]}))
 
     report =
-      Suite.run([d],
+      ConsolidationSuite.run([d],
         window: 4,
         summary_llm: [base_url: FakeLLM.url(summaries), retries: 0],
         extraction_llm: [base_url: FakeLLM.url(extraction), retries: 0]
@@ -113,14 +115,14 @@ defmodule SoulMem.ConsolidationSuiteTest do
     assert [%{passed: false, failed: 1, checks: %{entities: %{missing: ["林雨桐"]}}}] =
              report.dialogues
 
-    assert Suite.format(report) =~ "FAIL"
+    assert ConsolidationSuite.format(report) =~ "FAIL"
   end
 
   test "load reads the seed's daily dialogues and refuses other files", %{tmp_dir: dir} do
     daily = Path.join(shared_fixtures(), "daily_dialogues")
 
     if File.dir?(daily) do
-      assert {:ok, [_ | _] = ds} = Suite.load(daily)
+      assert {:ok, [_ | _] = ds} = ConsolidationSuite.load(daily)
       assert Enum.all?(ds, &is_list(&1["conversations"]))
     else
       IO.puts("skipped: #{daily} is absent")
@@ -128,7 +130,7 @@ defmodule SoulMem.ConsolidationSuiteTest do
 
     bad = Path.join(dir, "bad.json")
     File.write!(bad, ~s({"nodes": []}))
-    assert {:error, message} = Suite.load(bad)
+    assert {:error, message} = ConsolidationSuite.load(bad)
     assert message =~ "not a dialogue file"
   end
 

@@ -1,0 +1,3 @@
+Code.require_file("../../soul_mem/test/support/test_support.ex", __DIR__)
+
+ExUnit.start()
