@@ -17,6 +17,23 @@ fn config(json: &str) -> Result<ConsolidateConfig, NifError> {
     Ok(cfg)
 }
 
+/// The effective consolidation parameters for `overrides` (a map, string keys; `nil` for
+/// none): the core's defaults with them on top, validated, as a map with string keys. The
+/// limits consolidation enforces are defined once, in the core; callers that check a change
+/// set early (the extraction prompt's validation) read them from here.
+#[rustler::nif]
+fn consolidate_config<'a>(env: Env<'a>, overrides: Term<'a>) -> Term<'a> {
+    let result = (|| {
+        let cfg: ConsolidateConfig = match crate::term::given(Some(overrides)) {
+            Some(term) => crate::term::decode("config", term)?,
+            None => ConsolidateConfig::default(),
+        };
+        cfg.validate()?;
+        crate::term::encode(env, &cfg)
+    })();
+    ok_or_error(env, result)
+}
+
 fn as_dyn(choice: &EmbedderChoice) -> &dyn TextEmbedder {
     match choice {
         EmbedderChoice::Model(m) => m.as_ref(),

@@ -1,9 +1,14 @@
 defmodule SoulMem.Chat do
   @moduledoc """
-  One conversational turn with a character: push the user's message, recall memories for it,
-  and — when an LLM is configured — ask the LLM for the character's reply with the rendered
-  context, then push the reply into the window too. Without an LLM the turn still recalls
-  (SoulMem's own job); the reply is `nil`.
+  One conversational turn with a character — the only orchestration of one, used by the
+  terminal chat, the playtest and the web's `turn` operation: push the user's message and
+  recall memories for it (one call), and — when an LLM is configured — ask the LLM for the
+  character's reply with the rendered context, then push the reply into the window too.
+  Without an LLM the turn still recalls (SoulMem's own job); the reply is `nil`.
+
+  Each step is reported to `:on_event` as it happens: `{:recalled, recall}`, then
+  `{:reply, text}` and `{:reply_stored, :ok | {:error, reason}}`, or `{:reply_failed,
+  reason}`.
   """
 
   @type turn :: %{recall: SoulMem.recall_result(), reply: String.t() | nil, llm_error: term()}
@@ -14,11 +19,13 @@ defmodule SoulMem.Chat do
   Options: `:llm` — keyword options for `SoulMem.LLM.chat/2` (default `[]`: application
   config), `false` to skip the reply; `:timeout` — character call timeout (default 30 s: the
   first recall may embed the graph); `:partner` — who is talking to the character (a name;
-  small models confuse who did what without it).
+  small models confuse who did what without it); `:on_event` — a 1-arity function called
+  with each step's event (see the moduledoc).
   """
   @spec turn(String.t() | pid(), String.t(), keyword()) :: {:ok, turn()} | {:error, term()}
   def turn(character, text, opts \\ []) when is_binary(text) do
-    opts = Keyword.validate!(opts, [:partner, llm: [], timeout: 30_000])
+    opts =
+      Keyword.validate!(opts, [:partner, llm: [], timeout: 30_000, on_event: fn _ -> :ok end])
 
     if String.trim(text) == "" do
       {:error, :empty_text}
@@ -27,6 +34,7 @@ defmodule SoulMem.Chat do
 
       with {:ok, recall} <-
              SoulMem.recall(character, %{messages: [message]}, timeout: opts[:timeout]) do
+        opts[:on_event].({:recalled, recall})
         {reply, llm_error} = reply(character, recall, text, opts)
         {:ok, %{recall: recall, reply: reply, llm_error: llm_error}}
       end
@@ -47,11 +55,17 @@ defmodule SoulMem.Chat do
 
     case SoulMem.LLM.chat(messages, opts[:llm]) do
       {:ok, %{content: content}} ->
+        opts[:on_event].({:reply, content})
         answer = %{role: :assistant, text: content, at: DateTime.utc_now()}
-        _ = SoulMem.Character.push(character, answer, opts[:timeout])
+
+        opts[:on_event].(
+          {:reply_stored, SoulMem.Character.push(character, answer, opts[:timeout])}
+        )
+
         {content, nil}
 
       {:error, reason} ->
+        opts[:on_event].({:reply_failed, reason})
         {nil, reason}
     end
   end

@@ -217,8 +217,8 @@ defmodule SoulMem.Consolidation do
         temperature: opts[:temperature]
       )
 
-    limits = limits(config)
-    attempt(prompt, existing, now, llm, limits, 1, opts[:retries] + 1)
+    with {:ok, limits} <- limits(config),
+         do: attempt(prompt, existing, now, llm, limits, 1, opts[:retries] + 1)
   end
 
   defp attempt(prompt, existing, now, llm, limits, n, max) do
@@ -281,13 +281,18 @@ defmodule SoulMem.Consolidation do
     Map.put(config, "self_names", names)
   end
 
+  # The limits the core enforces on a change set (defined there once), so an
+  # extraction answer past them is sent back to the LLM rather than refused later.
   defp limits(config) do
-    [
-      max_notes: Map.get(config, "max_notes", 200),
-      max_links: Map.get(config, "max_links", 1000),
-      max_text: Map.get(config, "max_text_chars", 2000),
-      max_list: Map.get(config, "max_list_len", 64)
-    ]
+    with {:ok, effective} <- Error.from_native(Native.consolidate_config(config)) do
+      {:ok,
+       [
+         max_notes: effective["max_notes"],
+         max_links: effective["max_links"],
+         max_text: effective["max_text_chars"],
+         max_list: effective["max_list_len"]
+       ]}
+    end
   end
 
   defp happened_at([], now), do: DateTime.to_iso8601(now)

@@ -106,6 +106,8 @@ defmodule SoulMem.Native do
     do: :erlang.nif_error(:nif_not_loaded)
 
   def graph_duplicate_semantics(_graph), do: :erlang.nif_error(:nif_not_loaded)
+  # Normal scheduler, no lock: the effective ConsolidateConfig as a string-keyed map
+  def consolidate_config(_overrides), do: :erlang.nif_error(:nif_not_loaded)
 
   # Working memory (activation mode). DirtyCpu unless noted; JSON in / JSON out.
   # {:ok, {working, index_report_json}}; sends {:soul_mem_embed_progress, done, total}

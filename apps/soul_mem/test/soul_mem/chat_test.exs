@@ -25,9 +25,17 @@ defmodule SoulMem.ChatTest do
   test "a turn recalls, asks the LLM with the rendered context, and keeps the reply", ctx do
     FakeLLM.script(ctx.server, [{:reply, "当然记得呀！白白把汤打翻了，我们笑了好久。"}])
 
-    assert {:ok, turn} = Chat.turn(ctx.id, "你还记得和小白吃麻辣烫那次吗？", llm: ctx.llm)
+    test = self()
+    on_event = &send(test, {:turn_event, &1})
+
+    assert {:ok, turn} = Chat.turn(ctx.id, "你还记得和小白吃麻辣烫那次吗？", llm: ctx.llm, on_event: on_event)
+
     assert turn.reply =~ "白白"
     assert turn.recall.memories != []
+    # Each step is reported, in order.
+    assert_received {:turn_event, {:recalled, %{memories: [_ | _]}}}
+    assert_received {:turn_event, {:reply, "当然记得呀！" <> _}}
+    assert_received {:turn_event, {:reply_stored, :ok}}
 
     assert_receive {:fake_llm, %{body: %{"messages" => [system, user]}}}, 5_000
     assert system["role"] == "system"
@@ -43,10 +51,16 @@ defmodule SoulMem.ChatTest do
   test "an LLM failure still recalls and reports the error; the user message is kept", ctx do
     FakeLLM.script(ctx.server, [{:status, 500}])
 
+    test = self()
+
     assert {:ok, %{reply: nil, llm_error: error, recall: recall}} =
-             Chat.turn(ctx.id, "小白把麻辣烫打翻了", llm: ctx.llm)
+             Chat.turn(ctx.id, "小白把麻辣烫打翻了",
+               llm: ctx.llm,
+               on_event: &send(test, {:turn_event, &1})
+             )
 
     assert error != nil
+    assert_received {:turn_event, {:reply_failed, ^error}}
     assert recall.memories != []
     {:ok, window} = Character.window(ctx.id)
     assert Enum.map(SoulMem.Window.visible(window), & &1.text) == ["小白把麻辣烫打翻了"]
