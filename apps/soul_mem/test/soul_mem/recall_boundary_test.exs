@@ -96,4 +96,20 @@ defmodule SoulMem.RecallBoundaryTest do
     # At most one miss per decay time bucket (60 s) the run spans.
     assert misses - misses0 <= 2
   end
+
+  test "recalls of an unchanged character run under the graph's read lock", %{id: id} do
+    {:ok, memory} = Character.memory(id)
+
+    locks =
+      for i <- 1..100 do
+        {:ok, result} = SoulMem.Retrieval.recall(memory, %{text: "小白 #{rem(i, 5)}"}, views: true)
+        # What SoulMem.recall does next: the character records the recalled notes.
+        :ok = Character.record(id, Enum.map(result.memories, & &1.id), DateTime.utc_now())
+        result.lock
+      end
+
+    # The first recall may build the decay factors (write lock); a new decay time bucket
+    # (60 s) during the run may cost one more.
+    assert Enum.count(locks, &(&1 == :write)) <= 2
+  end
 end
