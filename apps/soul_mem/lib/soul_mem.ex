@@ -151,8 +151,23 @@ defmodule SoulMem do
   def whereis(id), do: SoulMem.Characters.whereis(id)
 
   @doc """
+  Whether character `id` has a store under `data_dir` (default: the
+  configured data directory), running or not.
+  """
+  @spec stored?(String.t(), Path.t() | nil) :: boolean()
+  def stored?(id, data_dir \\ nil) when is_binary(id),
+    do: SoulMem.Store.exists?(data_dir || SoulMem.Store.data_dir(), id)
+
+  @doc """
+  The seed-shaped sub-queries recall derives from plain `text` (jieba
+  keywords, no LLM), for traces and tools.
+  """
+  @spec text_queries(String.t()) :: [map()]
+  def text_queries(text) when is_binary(text), do: SoulMem.Retrieval.text_queries(text)
+
+  @doc """
   The character at a glance: `%{id, state, window_size, pending, jobs,
-  summary_length, maintenance_running, stats}`. A character still loading
+  summary_length, maintenance_running, embedding, stats}`. A character still loading
   is waited for (up to `timeout`, or the load timeout).
   """
   @spec info(String.t() | pid(), timeout()) :: {:ok, map()} | {:error, term()}

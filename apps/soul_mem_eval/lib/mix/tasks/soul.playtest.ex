@@ -239,7 +239,7 @@ defmodule Mix.Tasks.Soul.Playtest do
 
       true ->
         if name, do: Mix.raise("--character only applies to a graph file")
-        start_stored(source, opts[:data_dir] || SoulMem.Store.data_dir())
+        start_stored(source, opts[:data_dir])
     end
   end
 
@@ -266,12 +266,12 @@ defmodule Mix.Tasks.Soul.Playtest do
         pid = SoulMem.whereis(id) ->
           {:ok, pid}
 
-        SoulMem.Store.exists?(data_dir, id) ->
+        SoulMem.stored?(id, data_dir) ->
           SoulMem.ensure_started(id, persist: true, data_dir: data_dir)
 
         true ->
           Mix.raise(
-            "no character #{id}: it is not running and has no store in #{data_dir} " <>
+            "no character #{id}: it is not running and has no store in #{data_dir || "the data directory"} " <>
               "(pass a graph.json, or --data-dir)"
           )
       end
@@ -363,7 +363,7 @@ defmodule Mix.Tasks.Soul.Playtest do
        %{
          "turn" => index,
          "user" => text,
-         "queries" => SoulMem.Retrieval.text_queries(text),
+         "queries" => SoulMem.text_queries(text),
          "memories" => Enum.map(turn.recall.memories, &item/1),
          "actions" => Enum.map(turn.recall.actions, &item/1),
          "context" => turn.recall.context,
