@@ -2,8 +2,8 @@ defmodule SoulMem.Admin do
   @moduledoc """
   Operator views for a remote shell (`iex --remsh`) that the façade
   `SoulMem` has no place for: the running characters at a glance, a
-  window, a summary, a write-back now, a backup file. Everything else
-  (notes, maintenance, push, recall) is `SoulMem`. Every function returns
+  window, a summary, a backup file. Everything else (notes, maintenance
+  and write-back with `SoulMem.force/2`, push, recall) is `SoulMem`. Every function returns
   data; nothing prints.
   """
 
@@ -31,12 +31,6 @@ defmodule SoulMem.Admin do
   @doc "The cumulative summary."
   @spec summary(String.t() | pid()) :: {:ok, String.t()} | {:error, term()}
   def summary(character), do: Character.summary(character)
-
-  @doc """
-  Writes the character's graph, window and summary to its store now.
-  """
-  @spec persist(String.t() | pid()) :: :ok | {:error, term()}
-  def persist(character), do: SoulMem.force(character, :persist)
 
   @doc """
   Writes the character's export document (`SoulMem.Character.export/2`: the

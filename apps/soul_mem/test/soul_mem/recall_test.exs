@@ -225,7 +225,7 @@ defmodule SoulMem.RecallTest do
     assert {:ok, %{"id" => "sem_self"}} = SoulMem.get_note(id, "sem_self")
     # The test config runs only SummarizePending; a store-less character cannot persist.
     assert {:error, :unsupported} = SoulMem.force(id, :consolidate)
-    assert {:error, :unsupported} = Admin.persist(id)
+    assert {:error, :unsupported} = SoulMem.force(id, :persist)
 
     :ok = Character.subscribe(id)
     assert :ok = SoulMem.force(id, :summarize_pending)
