@@ -1,13 +1,14 @@
 //! Forgetting NIFs over a graph handle: the forgetting view of recalled notes, storing an LLM
-//! revision (the cache by band), the LLM-free idle sweep, the engine's forgetting parameters
-//! and states, and masking plain text. Structured data crosses as JSON binaries.
+//! revision (the cache by band), the LLM-free idle sweep, the engine's forgetting states, and
+//! masking plain text. Results are maps with string keys (`term.rs`), never JSON text.
 //!
-//! `config` arguments are a ForgetConfig JSON object (unknown fields rejected; `{}` = the
-//! seed's defaults) or `""` for the parameters last set with `forget_set_config`.
+//! `config` arguments are a ForgetConfig map (unknown keys rejected; `%{}` = the seed's
+//! defaults) or `nil` for the parameters the character forgets with (`engine_configure`).
 
 use crate::error::{ok_or_error, NifError};
 use crate::graph::Handle;
 use chrono::{DateTime, Utc};
+use crate::term;
 use rustler::{Env, Term};
 use serde_json::{json, Value};
 use soul_mem_core::engine::Engine;
@@ -25,11 +26,15 @@ fn at(ms: i64, name: &str) -> Result<DateTime<Utc>, NifError> {
     })
 }
 
-fn config(engine: &Engine, json: &str) -> Result<ForgetConfig, NifError> {
-    if json.trim().is_empty() {
-        return Ok(engine.forget_config().clone());
+fn effective_config(engine: &Engine, config: Option<Term<'_>>) -> Result<ForgetConfig, NifError> {
+    match term::given(config) {
+        Some(t) => {
+            let cfg: ForgetConfig = term::decode("config", t)?;
+            cfg.validate()?;
+            Ok(cfg)
+        }
+        None => Ok(engine.forget_config().clone()),
     }
-    Ok(ForgetConfig::from_json(json)?)
 }
 
 fn resolve(engine: &Engine, id: &str) -> Result<MemoryId, NifError> {
@@ -60,18 +65,18 @@ fn forget_view<'a>(
     handle: Handle,
     ids: Vec<String>,
     now_ms: i64,
-    config_json: String,
+    config: Option<Term<'a>>,
 ) -> Term<'a> {
     let result = (|| {
         let now = at(now_ms, "now")?;
         let engine = handle.read()?;
-        let cfg = config(&engine, &config_json)?;
+        let cfg = effective_config(&engine, config)?;
         let ids = ids
             .iter()
             .map(|id| resolve(&engine, id))
             .collect::<Result<Vec<_>, _>>()?;
         let views = engine.forget_view(&ids, now, &cfg)?;
-        serde_json::to_string(&views).map_err(|e| NifError::from(Error::InvalidJson(e.to_string())))
+        term::encode(env, &views)
     })();
     ok_or_error(env, result)
 }
@@ -112,12 +117,12 @@ fn forget_store_revision<'a>(
     id: String,
     answer: String,
     now_ms: i64,
-    config_json: String,
+    config: Option<Term<'a>>,
 ) -> Term<'a> {
     let result = (|| {
         let now = at(now_ms, "now")?;
         let mut engine = handle.write()?;
-        let cfg = config(&engine, &config_json)?;
+        let cfg = effective_config(&engine, config)?;
         let mid = resolve(&engine, &id)?;
         let stored = engine.forget_store_revision(&mid, &answer, now, &cfg)?;
         let aligned = stored.revision.aligned.as_ref().map(|a| {
@@ -135,8 +140,8 @@ fn forget_store_revision<'a>(
             "visible_text": stored.revision.view,
             "note_changed": stored.note_changed,
             "aligned": aligned,
-        })
-        .to_string())
+        }))
+        .and_then(|v| term::encode(env, &v))
     })();
     ok_or_error(env, result)
 }
@@ -147,11 +152,11 @@ fn forget_store_revision<'a>(
 /// {NoAction, MaskOnly, Revised}, mean_missing_degree, pruned: [{from, to, link_id,
 /// intensity, decayed_intensity}], archive: [readable id], states_updated}`.
 #[rustler::nif(schedule = "DirtyCpu")]
-fn forget_sweep<'a>(env: Env<'a>, handle: Handle, now_ms: i64, config_json: String) -> Term<'a> {
+fn forget_sweep<'a>(env: Env<'a>, handle: Handle, now_ms: i64, config: Option<Term<'a>>) -> Term<'a> {
     let result = (|| {
         let now = at(now_ms, "now")?;
         let mut engine = handle.write()?;
-        let cfg = config(&engine, &config_json)?;
+        let cfg = effective_config(&engine, config)?;
         let report = engine.forget_sweep(now, &cfg)?;
         let g = engine.graph();
         let pruned: Vec<Value> = report
@@ -178,44 +183,28 @@ fn forget_sweep<'a>(env: Env<'a>, handle: Handle, now_ms: i64, config_json: Stri
             "pruned": pruned,
             "archive": report.archive.iter().map(|id| g.readable_of(id)).collect::<Vec<_>>(),
             "states_updated": report.states_updated,
-        })
-        .to_string())
+        }))
+        .and_then(|v| term::encode(env, &v))
     })();
     ok_or_error(env, result)
 }
 
-/// Sets the forgetting parameters the engine decays retrieval link weights with (and the
-/// default for `""` config arguments). Returns `{:ok, canonical config JSON}`. The same
-/// config again changes nothing, so the decay cache keeps hitting. Dirty: it takes the
-/// engine's write lock, which a dirty NIF (an embedding, a consolidation) may hold for long.
-#[rustler::nif(schedule = "DirtyCpu")]
-fn forget_set_config<'a>(env: Env<'a>, handle: Handle, config_json: String) -> Term<'a> {
-    let result = (|| {
-        let cfg = ForgetConfig::from_json(&config_json)?;
-        let text = serde_json::to_string(&cfg)
-            .map_err(|e| NifError::from(Error::InvalidJson(e.to_string())))?;
-        handle.write()?.set_forget_config(cfg)?;
-        Ok(text)
-    })();
-    ok_or_error(env, result)
-}
-
-/// The forgetting state of one note as JSON (`"null"` when it has none). Dirty: the read lock
+/// The forgetting state of one note (`nil` when it has none). Dirty: the read lock
 /// may wait for a dirty writer.
 #[rustler::nif(schedule = "DirtyCpu")]
 fn forget_state<'a>(env: Env<'a>, handle: Handle, id: String) -> Term<'a> {
     let result = (|| {
         let engine = handle.read()?;
         let mid = resolve(&engine, &id)?;
-        Ok(engine
+        let state = engine
             .forget_state(&mid)
-            .map_or(Value::Null, |s| state_json(&engine, &mid, s))
-            .to_string())
+            .map_or(Value::Null, |s| state_json(&engine, &mid, s));
+        term::encode(env, &state)
     })();
     ok_or_error(env, result)
 }
 
-/// Every forgetting state as a JSON array, sorted by readable id (operators, audit).
+/// Every forgetting state, sorted by readable id (operators, audit).
 #[rustler::nif(schedule = "DirtyCpu")]
 fn forget_states<'a>(env: Env<'a>, handle: Handle) -> Term<'a> {
     let result = (|| {
@@ -225,7 +214,7 @@ fn forget_states<'a>(env: Env<'a>, handle: Handle) -> Term<'a> {
             .map(|(id, s)| state_json(&engine, id, s))
             .collect();
         states.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
-        Ok::<_, NifError>(Value::Array(states).to_string())
+        term::encode(env, &states)
     })();
     ok_or_error(env, result)
 }

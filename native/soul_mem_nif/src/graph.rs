@@ -182,7 +182,7 @@ fn graph_get_note<'a>(env: Env<'a>, handle: Handle, id: String) -> Term<'a> {
             .and_then(|m| graph.get(&m))
             .ok_or_else(|| soul_mem_core::Error::NotFound(format!("note {id:?}")))?;
         let value = import::note_to_value(graph, note)?;
-        Ok(value.to_string())
+        crate::term::encode(env, &value)
     });
     ok_or_error(env, result)
 }

@@ -3,7 +3,7 @@
 //! readable id; the store keeps UUIDs, so calls that name notes take the graph handle to
 //! resolve them. Structured results are JSON binaries (decoded by `SoulMem.JSON`).
 
-use crate::error::{ok_or_error, parse_json, NifError};
+use crate::error::{ok_or_error, NifError};
 use crate::graph::{GraphResource, Handle};
 use chrono::{DateTime, Utc};
 use rustler::{Binary, Env, ResourceArc, Term};
@@ -110,9 +110,9 @@ fn store_close<'a>(env: Env<'a>, handle: StoreHandle) -> Term<'a> {
     ok_or_error(env, result)
 }
 
-/// Everything a restarting character needs: `{graph_or_nil, state_json}`. The graph is `nil`
+/// Everything a restarting character needs: `{graph_or_nil, state}`. The graph is `nil`
 /// while no checkpoint has saved one; with `load_graph` false it is an empty graph (working
-/// memory activates notes later). The state JSON holds `window` (`seq`, `role`, `text`,
+/// memory activates notes later). The state (string keys) holds `window` (`seq`, `role`, `text`,
 /// `at_ms`, `tagged`), `summary`, `records` (`[id, at_ms]`) and `feedback`
 /// (`[id, value, at_ms]`), with readable note ids.
 ///
@@ -159,10 +159,10 @@ fn store_load<'a>(env: Env<'a>, handle: StoreHandle, load_graph: bool) -> Term<'
             "summary": store.summary()?,
             "records": records,
             "feedback": feedback,
-        })
-        .to_string();
+        });
         Ok((saved.then(|| GraphResource::from_engine(engine)), state))
-    });
+    })
+    .and_then(|(graph, state)| Ok((graph, crate::term::encode(env, &state)?)));
     ok_or_error(env, result)
 }
 
@@ -184,12 +184,11 @@ pub(crate) struct CheckpointExtra {
 }
 
 impl CheckpointExtra {
-    /// Decodes the options; empty means none.
-    pub fn parse(json: &[u8]) -> Result<Self, NifError> {
-        if json.is_empty() {
-            Ok(Self::default())
-        } else {
-            parse_json("checkpoint options", json)
+    /// Decodes the options (a map with string keys); `nil` means none.
+    pub fn decode(term: Term<'_>) -> Result<Self, NifError> {
+        match crate::term::given(Some(term)) {
+            Some(t) => crate::term::decode("checkpoint options", t),
+            None => Ok(Self::default()),
         }
     }
 
@@ -207,7 +206,7 @@ impl CheckpointExtra {
     }
 }
 
-/// Writes the graph plus `extra_json` (see [`CheckpointExtra`]) and the graph's forgetting
+/// Writes the graph plus `extra` (see [`CheckpointExtra`]) and the graph's forgetting
 /// states in ONE transaction. Notes to archive are resolved first (graph, then store; an
 /// unknown one fails the whole checkpoint and nothing is written) and leave the graph.
 /// A graph loaded from or last checkpointed to this handle writes only the notes changed
@@ -220,10 +219,10 @@ fn store_checkpoint<'a>(
     env: Env<'a>,
     handle: StoreHandle,
     graph: Handle,
-    extra_json: Binary,
+    extra: Term<'a>,
 ) -> Term<'a> {
     let result = (|| {
-        let mut extra = CheckpointExtra::parse(extra_json.as_slice())?;
+        let mut extra = CheckpointExtra::decode(extra)?;
         // Archived (and deleted) notes leave working memory: take them out of the graph first (so the
         // save does not write them back as active) and put them back if the write fails.
         let mut engine = graph.write()?;
@@ -425,8 +424,9 @@ fn store_info<'a>(env: Env<'a>, handle: StoreHandle) -> Term<'a> {
             // {mode, full_reason, notes_written, links_written, notes_deleted} or null.
             "last_checkpoint": store.last_checkpoint(),
         });
-        Ok(info.to_string())
-    });
+        Ok(info)
+    })
+    .and_then(|info| crate::term::encode(env, &info));
     ok_or_error(env, result)
 }
 
@@ -460,7 +460,7 @@ fn note_put<'a>(
         let stored = graph
             .get(&id)
             .ok_or_else(|| Error::NotFound(format!("note {id}")))?;
-        Ok(import::note_to_value(graph, stored)?.to_string())
+        crate::term::encode(env, &import::note_to_value(graph, stored)?)
     })();
     ok_or_error(env, result)
 }

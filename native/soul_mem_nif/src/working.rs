@@ -3,15 +3,15 @@
 //! vector index and returns a working handle that keeps the store handle, the graph handle
 //! and the activation state (LRU ticks, boundary bookkeeping) together; every later call
 //! takes only that handle. Locks are taken working → graph → store (the graph → store order
-//! of the store NIFs). Structured results are JSON binaries.
+//! of the store NIFs). Structured arguments and results are maps with string keys (`term.rs`).
 
 use crate::embedding::loaded_model;
-use crate::error::{ok_or_error, parse_json, NifError};
+use crate::error::{ok_or_error, NifError};
 use crate::graph::Handle;
 use crate::recall::{decode_forgetting, run_exclusive, RecallRequest};
 use crate::store::{resolve_stored, with_store, CheckpointExtra, StoreResource};
 use crate::term;
-use rustler::{Binary, Encoder, Env, LocalPid, ResourceArc, Term};
+use rustler::{Encoder, Env, LocalPid, ResourceArc, Term};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use soul_mem_core::engine::EmbedderChoice;
@@ -47,9 +47,6 @@ impl WorkingResource {
     }
 }
 
-fn to_json<T: serde::Serialize>(v: &T) -> Result<String, NifError> {
-    serde_json::to_string(v).map_err(|e| Error::InvalidJson(e.to_string()).into())
-}
 
 /// Runs `f` with the working memory, the engine (write lock) and the open store.
 fn with_all<T>(
@@ -68,12 +65,11 @@ fn with_all<T>(
 }
 
 /// Opens working memory over `store` and `graph` (normally a fresh `graph_new` handle: the
-/// stored core notes are put into it). `cfg_json`: `{"embedder": "model"|"hash", "k_hops",
-/// "cap", "seeds_per_query", "min_score", "embed_batch", "expand_boundary"}`, all optional
-/// (`""` = defaults; embedder default: the graph's embedder when it has one, else the loaded
-/// model). Notes lacking a current vector are embedded with progress
+/// stored core notes are put into it). `cfg`: a map `%{"embedder" => "model" | "hash",
+/// "k_hops", "cap", "seeds_per_query", "min_score", "embed_batch", "expand_boundary"}`, all
+/// optional (embedder default: the graph's embedder when it has one, else the loaded model). Notes lacking a current vector are embedded with progress
 /// `{:soul_mem_embed_progress, done, total}` sent to `progress` and written to the store.
-/// Returns `{working, index_report_json}` (`model`, `dim`, `notes`, `vectors`, `reused`,
+/// Returns `{working, index_report}` (`model`, `dim`, `notes`, `vectors`, `reused`,
 /// `embedded`, `core_loaded`).
 ///
 /// Complexity: O(active notes) store reads plus embedding the missing vectors.
@@ -82,14 +78,13 @@ fn working_open<'a>(
     env: Env<'a>,
     store: ResourceArc<StoreResource>,
     graph: Handle,
-    cfg_json: String,
+    cfg: Term<'a>,
     progress: LocalPid,
 ) -> Term<'a> {
     let result = (|| {
-        let mut value: Value = if cfg_json.trim().is_empty() {
-            json!({})
-        } else {
-            parse_json("working config", cfg_json.as_bytes())?
+        let mut value: Value = match term::given(Some(cfg)) {
+            Some(t) => term::value("working config", t)?,
+            None => json!({}),
         };
         let requested = match value.as_object_mut() {
             Some(obj) => obj.remove("embedder"),
@@ -97,7 +92,7 @@ fn working_open<'a>(
                 return Err(Error::InvalidJson("working config: expected an object".into()).into())
             }
         };
-        let cfg: WorkingConfig = parse_json("working config", value.to_string().as_bytes())?;
+        let cfg: WorkingConfig = term::from_value("working config", value)?;
         let mut engine = graph.write()?;
         let embedder = match requested.as_ref().and_then(Value::as_str) {
             Some("hash") => EmbedderChoice::Hash(HashEmbedder::new(384)?),
@@ -128,7 +123,7 @@ fn working_open<'a>(
         let handle = ResourceArc::new(WorkingResource {
             state: Mutex::new(WorkingState { wm, store, graph }),
         });
-        Ok((handle, to_json(&index_report)?))
+        Ok((handle, term::encode(env, &index_report)?))
     })();
     ok_or_error(env, result)
 }
@@ -143,8 +138,8 @@ struct ActivateRequest {
     queries: Vec<SubQuery>,
 }
 
-/// Activates working memory for `request_json` = `{"texts": [..]}` and/or `{"queries":
-/// [sub-query..]}` (every text of the sub-queries). Returns the activation report JSON:
+/// Activates working memory for `request` = `%{"texts" => [..]}` and/or `%{"queries" =>
+/// [sub-query..]}` (every text of the sub-queries). Returns the activation report:
 /// `seeds` (`[{id (UUID), readable_id, score}]`), `loaded`, `expanded`, `released`
 /// (readable ids), `persisted`, `boundary`, `working_size`, `non_core` (counts),
 /// `truncated`, `rerun`.
@@ -152,9 +147,9 @@ struct ActivateRequest {
 /// Complexity: embedding the texts, O(texts × index) seeding, the k-hop store reads, and a
 /// release transaction when over the cap.
 #[rustler::nif(schedule = "DirtyCpu")]
-fn working_activate<'a>(env: Env<'a>, working: WorkingHandle, request_json: String) -> Term<'a> {
+fn working_activate<'a>(env: Env<'a>, working: WorkingHandle, request: Term<'a>) -> Term<'a> {
     let result = (|| {
-        let req: ActivateRequest = parse_json("activate request", request_json.as_bytes())?;
+        let req: ActivateRequest = term::decode("activate request", request)?;
         let mut texts: Vec<String> = req.texts;
         for q in &req.queries {
             for t in soul_mem_core::retrieval::QueryTexts::of(q).texts() {
@@ -165,7 +160,7 @@ fn working_activate<'a>(env: Env<'a>, working: WorkingHandle, request_json: Stri
         }
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         with_all(&working, |wm, engine, store| {
-            to_json(&wm.activate_texts(engine, store, &refs)?)
+            term::encode(env, &wm.activate_texts(engine, store, &refs)?)
         })
     })();
     ok_or_error(env, result)
@@ -208,16 +203,16 @@ fn working_recall<'a>(
 }
 
 /// Partial checkpoint: the forgetting states and every note of the working graph (with all
-/// their links) plus `extra_json` (`{"summary", "pop_to", "archive": [ids], "delete": [ids]}`,
+/// their links) plus `extra` (`%{"summary", "pop_to", "archive" => [ids], "delete" => [ids]}`,
 /// as `store_checkpoint` plus `delete`) in ONE transaction; unloaded stored notes are never
 /// deleted. Archived and deleted notes leave the working graph and the long-term index.
-/// Returns `{notes, embedded, dropped}` JSON.
+/// Returns `%{notes, embedded, dropped}`.
 ///
 /// Complexity: O(working notes + links) rows written.
 #[rustler::nif(schedule = "DirtyIo")]
-fn working_checkpoint<'a>(env: Env<'a>, working: WorkingHandle, extra_json: Binary) -> Term<'a> {
+fn working_checkpoint<'a>(env: Env<'a>, working: WorkingHandle, extra: Term<'a>) -> Term<'a> {
     let result = (|| {
-        let mut extra = CheckpointExtra::parse(extra_json.as_slice())?;
+        let mut extra = CheckpointExtra::decode(extra)?;
         with_all(&working, |wm, engine, store| {
             let mut changes = Vec::new();
             for id in &extra.archive {
@@ -235,14 +230,14 @@ fn working_checkpoint<'a>(env: Env<'a>, working: WorkingHandle, extra_json: Bina
                 changes.push(Change::DeleteNote(uuid));
             }
             changes.extend(extra.closing_changes());
-            to_json(&wm.checkpoint(engine, store, &changes)?)
+            term::encode(env, &wm.checkpoint(engine, store, &changes)?)
         })
     })();
     ok_or_error(env, result)
 }
 
 /// State of the working memory: `{model, dim, vectors, working_size, non_core, boundary,
-/// config}` JSON. No store I/O. Dirty: the locks it takes are held by dirty working NIFs.
+/// config}` (string keys). No store I/O. Dirty: the locks it takes are held by dirty working NIFs.
 #[rustler::nif(schedule = "DirtyCpu")]
 fn working_info<'a>(env: Env<'a>, working: WorkingHandle) -> Term<'a> {
     let result = (|| {
@@ -258,7 +253,7 @@ fn working_info<'a>(env: Env<'a>, working: WorkingHandle) -> Term<'a> {
             "boundary": guard.wm.boundary(&engine).len(),
             "config": guard.wm.config(),
         });
-        Ok(info.to_string())
+        term::encode(env, &info)
     })();
     ok_or_error(env, result)
 }

@@ -51,7 +51,7 @@ defmodule SoulMem.Forgetting do
 
   require Logger
 
-  alias SoulMem.{Error, JSON, Memory, Native}
+  alias SoulMem.{Error, Memory, Native}
 
   @config_keys ~w(base_half_life_hours active_factor max_activation_cap mask_threshold
                   revise_threshold alias_growth_threshold prune_threshold archive_threshold
@@ -146,9 +146,7 @@ defmodule SoulMem.Forgetting do
   def view(%Memory{ref: ref}, ids, opts \\ []) when is_list(ids) do
     opts = Keyword.validate!(opts, [:now, config: []])
 
-    with {:ok, json} <- encode(config(opts[:config])),
-         {:ok, out} <- Error.from_native(Native.forget_view(ref, ids, now_ms(opts[:now]), json)),
-         do: {:ok, JSON.decode!(out)}
+    Error.from_native(Native.forget_view(ref, ids, now_ms(opts[:now]), config(opts[:config])))
   end
 
   @doc """
@@ -167,12 +165,9 @@ defmodule SoulMem.Forgetting do
       when is_binary(id) and is_binary(answer) do
     opts = Keyword.validate!(opts, [:now, config: []])
 
-    with {:ok, json} <- encode(config(opts[:config])),
-         {:ok, out} <-
-           Error.from_native(
-             Native.forget_store_revision(ref, id, answer, now_ms(opts[:now]), json)
-           ),
-         do: {:ok, JSON.decode!(out)}
+    Error.from_native(
+      Native.forget_store_revision(ref, id, answer, now_ms(opts[:now]), config(opts[:config]))
+    )
   end
 
   @doc """
@@ -299,15 +294,15 @@ defmodule SoulMem.Forgetting do
     )
   end
 
-  # The revision is stored with the parameters the engine forgets with ("" config), those its
+  # The revision is stored with the parameters the engine forgets with (nil config), those its
   # view was made with.
   defp revise_one(%Memory{ref: ref}, %{id: id, prompt: %{system: system, user: user}}, llm, now) do
     messages = [%{role: :system, content: system}, %{role: :user, content: user}]
 
     with {:ok, %{content: answer}} <- SoulMem.LLM.chat(messages, llm),
          {:ok, out} <-
-           Error.from_native(Native.forget_store_revision(ref, id, answer, now_ms(now), "")),
-         do: {:ok, JSON.decode!(out)["visible_text"]}
+           Error.from_native(Native.forget_store_revision(ref, id, answer, now_ms(now), nil)),
+         do: {:ok, out["visible_text"]}
   rescue
     # Bad LLM options raise: degrade to the mask instead.
     error -> {:error, {:raised, Exception.message(error)}}
@@ -329,23 +324,21 @@ defmodule SoulMem.Forgetting do
   def sweep(%Memory{ref: ref}, opts \\ []) do
     opts = Keyword.validate!(opts, [:now, config: []])
 
-    with {:ok, json} <- encode(config(opts[:config])),
-         {:ok, out} <- Error.from_native(Native.forget_sweep(ref, now_ms(opts[:now]), json)),
-         do: {:ok, JSON.decode!(out)}
+    Error.from_native(Native.forget_sweep(ref, now_ms(opts[:now]), config(opts[:config])))
   end
 
   @doc "The forgetting state of note `id` (`nil` when it has none)."
   @spec state(Memory.t(), String.t()) :: {:ok, state() | nil} | {:error, Error.t()}
   def state(%Memory{ref: ref}, id) when is_binary(id) do
-    with {:ok, json} <- Error.from_native(Native.forget_state(ref, id)),
-         do: {:ok, atomize(JSON.decode!(json))}
+    with {:ok, state} <- Error.from_native(Native.forget_state(ref, id)),
+         do: {:ok, atomize(state)}
   end
 
   @doc "Every forgetting state, by readable id."
   @spec states(Memory.t()) :: {:ok, [state()]} | {:error, Error.t()}
   def states(%Memory{ref: ref}) do
-    with {:ok, json} <- Error.from_native(Native.forget_states(ref)),
-         do: {:ok, Enum.map(JSON.decode!(json), &atomize/1)}
+    with {:ok, states} <- Error.from_native(Native.forget_states(ref)),
+         do: {:ok, Enum.map(states, &atomize/1)}
   end
 
   @doc """
@@ -375,5 +368,4 @@ defmodule SoulMem.Forgetting do
   defp now_ms(other),
     do: raise(ArgumentError, "expected :now to be a DateTime, got: #{inspect(other)}")
 
-  defp encode(term), do: JSON.encode_arg(term)
 end

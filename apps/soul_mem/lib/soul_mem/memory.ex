@@ -141,10 +141,7 @@ defmodule SoulMem.Memory do
   """
   @spec get_note(t(), note_id()) :: {:ok, map()} | {:error, Error.t()}
   def get_note(%__MODULE__{ref: ref}, id) when is_binary(id) do
-    with {:ok, json} <- ref |> Native.graph_get_note(id) |> wrap(),
-         {:ok, note} <- decode(json) do
-      {:ok, note}
-    end
+    ref |> Native.graph_get_note(id) |> wrap()
   end
 
   @doc """
@@ -170,10 +167,9 @@ defmodule SoulMem.Memory do
   def put_note(%__MODULE__{ref: ref}, note, store \\ nil) do
     store_ref = if store, do: store.ref
 
-    with {:ok, json} <- note_json(note),
-         {:ok, stored} <- ref |> Native.note_put(store_ref, json) |> wrap() do
-      decode(stored)
-    end
+    # The note crosses as a Graph JSON node document: the importer that reads whole graphs
+    # reads it, with the same checks.
+    with {:ok, json} <- note_json(note), do: ref |> Native.note_put(store_ref, json) |> wrap()
   end
 
   defp note_json(note) when is_binary(note), do: {:ok, note}
@@ -223,13 +219,6 @@ defmodule SoulMem.Memory do
 
   defp wrap({:error, {kind, message}}) when is_atom(kind),
     do: {:error, Error.new(kind, to_string(message))}
-
-  defp decode(json) do
-    case JSON.decode(json) do
-      {:ok, note} -> {:ok, note}
-      {:error, reason} -> {:error, Error.new(:invalid_json, "note JSON: #{inspect(reason)}")}
-    end
-  end
 
   defp unwrap!({:ok, value}), do: value
   defp unwrap!({:error, %Error{} = error}), do: raise(error)

@@ -81,28 +81,28 @@ defmodule SoulMem.Native do
   # DirtyIo: store may be nil (graph only)
   def note_put(_graph, _store, _note_json), do: :erlang.nif_error(:nif_not_loaded)
 
-  # Forgetting (SoulMem.Forgetting). config_json: ForgetConfig JSON, "" = the engine's.
-  # DirtyCpu: JSON array of note views
-  def forget_view(_graph, _ids, _now_ms, _config_json), do: :erlang.nif_error(:nif_not_loaded)
-  # DirtyCpu: JSON of the stored revision
-  def forget_store_revision(_graph, _id, _answer, _now_ms, _config_json),
+  # Forgetting (SoulMem.Forgetting), DirtyCpu. config: a ForgetConfig map, nil = the
+  # character's. Results are maps with string keys.
+  # [note view]
+  def forget_view(_graph, _ids, _now_ms, _config), do: :erlang.nif_error(:nif_not_loaded)
+  # the stored revision
+  def forget_store_revision(_graph, _id, _answer, _now_ms, _config),
     do: :erlang.nif_error(:nif_not_loaded)
 
-  # DirtyCpu: JSON sweep report
-  def forget_sweep(_graph, _now_ms, _config_json), do: :erlang.nif_error(:nif_not_loaded)
-  def forget_set_config(_graph, _config_json), do: :erlang.nif_error(:nif_not_loaded)
+  # the sweep report
+  def forget_sweep(_graph, _now_ms, _config), do: :erlang.nif_error(:nif_not_loaded)
   def forget_state(_graph, _id), do: :erlang.nif_error(:nif_not_loaded)
+  # typed views (atom keys), as in a recall's items
   def forget_recall_views(_graph, _ids, _now_ms), do: :erlang.nif_error(:nif_not_loaded)
-  # DirtyCpu
   def forget_states(_graph), do: :erlang.nif_error(:nif_not_loaded)
   # DirtyCpu (jieba): {:ok, {masked_text, masked, total}}
   def forget_mask_text(_text, _missing_degree), do: :erlang.nif_error(:nif_not_loaded)
 
   # Consolidation (SoulMem.Consolidation). DirtyCpu, JSON in / JSON out.
-  def engine_consolidate(_graph, _changes_json, _config_json),
+  def engine_consolidate(_graph, _changes_json, _config),
     do: :erlang.nif_error(:nif_not_loaded)
 
-  def engine_consolidate_candidates(_graph, _records_json, _config_json),
+  def engine_consolidate_candidates(_graph, _records_json, _config),
     do: :erlang.nif_error(:nif_not_loaded)
 
   def graph_duplicate_semantics(_graph), do: :erlang.nif_error(:nif_not_loaded)
@@ -115,7 +115,7 @@ defmodule SoulMem.Native do
     do: :erlang.nif_error(:nif_not_loaded)
 
   # {:ok, report_json}
-  def working_activate(_working, _request_json), do: :erlang.nif_error(:nif_not_loaded)
+  def working_activate(_working, _request), do: :erlang.nif_error(:nif_not_loaded)
 
   # Typed: the request and outcome of engine_recall; {:ok, {outcome, report}}
   def working_recall(_working, _request), do: :erlang.nif_error(:nif_not_loaded)

@@ -20,7 +20,7 @@ defmodule SoulMem.Store do
   the character.
   """
 
-  alias SoulMem.{Error, JSON, Memory, Native}
+  alias SoulMem.{Error, Memory, Native}
 
   @enforce_keys [:ref, :character, :path]
   defstruct [:ref, :character, :path]
@@ -97,8 +97,7 @@ defmodule SoulMem.Store do
   def load(%__MODULE__{ref: ref, character: character}, opts \\ []) do
     opts = Keyword.validate!(opts, graph: true)
 
-    with {:ok, {graph, json}} <- Error.from_native(Native.store_load(ref, opts[:graph] == true)),
-         {:ok, state} <- JSON.decode(json) do
+    with {:ok, {graph, state}} <- Error.from_native(Native.store_load(ref, opts[:graph] == true)) do
       {:ok,
        %{
          memory: graph && %Memory{ref: graph, character: character},
@@ -139,7 +138,6 @@ defmodule SoulMem.Store do
       %{"archive" => opts[:archive]}
       |> put_some("summary", opts[:summary])
       |> put_some("pop_to", opts[:pop_to])
-      |> JSON.encode!()
 
     # A working-memory graph is a subset of the store: its checkpoint upserts
     # the loaded notes and never deletes the others (a whole-graph save would).
@@ -172,11 +170,11 @@ defmodule SoulMem.Store do
 
     opts = Keyword.validate!(opts, [:cap, :k_hops, :seeds_per_query, :min_score, :embedder])
 
-    cfg = opts |> Enum.reject(fn {_k, v} -> is_nil(v) end) |> Map.new() |> JSON.encode!()
+    cfg = for {k, v} <- opts, v != nil, into: %{}, do: {Atom.to_string(k), v}
 
     with {:ok, {working, report}} <-
            Error.from_native(Native.working_open(ref, graph, cfg, progress)) do
-      {:ok, %{memory | working: working}, JSON.decode!(report)}
+      {:ok, %{memory | working: working}, report}
     end
   end
 
@@ -246,7 +244,7 @@ defmodule SoulMem.Store do
   """
   @spec info(t()) :: {:ok, map()} | {:error, Error.t()}
   def info(%__MODULE__{ref: ref}) do
-    with {:ok, json} <- Error.from_native(Native.store_info(ref)), do: JSON.decode(json)
+    Error.from_native(Native.store_info(ref))
   end
 
   defp put_some(map, _key, nil), do: map
