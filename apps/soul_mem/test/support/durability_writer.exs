@@ -39,6 +39,10 @@ end
 
 IO.puts("done")
 
+# Never exit on its own: the test kills this process, also when every write
+# was acknowledged before it read the ack it kills at.
+if mode != ["serve"], do: Process.sleep(:infinity)
+
 if mode == ["serve"] do
   {:ok, result} = SoulMem.recall(id, %{text: "麻辣烫"}, timeout: 60_000)
   IO.puts("recalled " <> Enum.map_join(result.memories, ",", & &1.id))
