@@ -23,7 +23,6 @@
 //! share) and `schema.rs` (tables and migrations).
 
 mod activate;
-mod bench;
 mod checkpoint;
 mod embeddings;
 mod export;
@@ -37,7 +36,6 @@ mod window;
 use rows::*;
 
 pub use activate::Activation;
-pub use bench::{bench_store, StoreBench};
 pub use schema::{APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION};
 
 use crate::error::{Error, Result};

@@ -493,3 +493,36 @@ pub fn retrieval(sizes: &[usize], parallel: bool) -> soul_mem_core::Result<()> {
     }
     Ok(())
 }
+
+/// `soul_tune bench retrieval [--sizes 1000,10000,100000] [--parallel]`.
+pub fn run(args: &[String]) -> std::process::ExitCode {
+    use std::process::ExitCode;
+    let mut sizes = vec![1_000, 10_000, 100_000];
+    let mut parallel = false;
+    let mut rest = args.iter();
+    while let Some(a) = rest.next() {
+        match a.as_str() {
+            "--parallel" => parallel = true,
+            "--sizes" => match super::parse_sizes(rest.next().map(String::as_str).unwrap_or("")) {
+                Ok(v) => sizes = v,
+                Err(e) => {
+                    eprintln!("bad --sizes: {e}");
+                    return ExitCode::from(2);
+                }
+            },
+            _ => {
+                eprintln!(
+                    "usage: soul_tune bench retrieval [--sizes 1000,10000,100000] [--parallel]"
+                );
+                return ExitCode::from(2);
+            }
+        }
+    }
+    match retrieval(&sizes, parallel) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
