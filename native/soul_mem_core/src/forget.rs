@@ -19,6 +19,7 @@ use crate::graph::MemoryGraph;
 use crate::model::{
     ConceptType, MemoryId, MemoryLink, MemoryNote, MemoryType, NodeKind, SemMemory, Situation,
 };
+use crate::rng::SplitMix64;
 use crate::store::ForgetState;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -257,14 +258,6 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     h
 }
 
-/// SplitMix64 finaliser: spreads `seed ^ index` into a well-mixed sort key.
-fn splitmix64(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
 /// Punctuation carries no memory: masking "，" would spend the forgetting budget on nothing.
 fn is_punct(c: char) -> bool {
     c.is_ascii_punctuation()
@@ -307,9 +300,13 @@ fn maskable_spans(text: &str) -> Vec<(usize, usize)> {
 fn forgetting_order(text: &str, count: usize) -> Vec<usize> {
     let seed = fnv1a(text.as_bytes());
     let mut order: Vec<usize> = (0..count).collect();
-    // Sort by a hash of (text, index): a deterministic shuffle; ties (astronomically rare) fall
-    // back to the index so the order is total.
-    order.sort_by_key(|&i| (splitmix64(seed ^ (i as u64).wrapping_mul(0x9e37_79b9)), i));
+    // Sort by a hash of (text, index) — the first SplitMix64 output seeded with both, a
+    // well-mixed key: a deterministic shuffle; ties (astronomically rare) fall back to the
+    // index so the order is total.
+    order.sort_by_key(|&i| {
+        let key = SplitMix64::new(seed ^ (i as u64).wrapping_mul(0x9e37_79b9)).next_u64();
+        (key, i)
+    });
     order
 }
 

@@ -13,6 +13,7 @@ pub mod graph;
 pub mod import;
 pub mod model;
 pub mod retrieval;
+pub mod rng;
 pub mod store;
 pub mod text;
 pub mod working;

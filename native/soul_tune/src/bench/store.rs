@@ -10,6 +10,7 @@
 use chrono::{TimeZone, Utc};
 use soul_mem_core::graph::MemoryGraph;
 use soul_mem_core::model::*;
+use soul_mem_core::rng::SplitMix64;
 use soul_mem_core::store::{CheckpointMode, Store};
 use soul_mem_core::{Error, Result};
 use std::path::{Path, PathBuf};
@@ -55,7 +56,7 @@ fn ms(t: Instant) -> f64 {
 }
 
 /// A synthetic semantic note `n{i}` with a chain link to `n{i-1}` and one pseudo-random link.
-fn synthetic(character: &str, i: usize, n: usize, seed: &mut u64) -> MemoryNote {
+fn synthetic(character: &str, i: usize, n: usize, rng: &mut SplitMix64) -> MemoryNote {
     let t = Utc
         .timestamp_opt(1_780_000_000 + i as i64, 0)
         .single()
@@ -76,12 +77,8 @@ fn synthetic(character: &str, i: usize, n: usize, seed: &mut u64) -> MemoryNote 
     if i > 0 {
         targets.push(i - 1);
     }
-    // xorshift: deterministic, dependency-free.
-    *seed ^= *seed << 13;
-    *seed ^= *seed >> 7;
-    *seed ^= *seed << 17;
     if n > 1 {
-        targets.push((*seed % n as u64) as usize);
+        targets.push(rng.below(n));
     }
     for (ord, j) in targets.into_iter().enumerate() {
         let to = MemoryId::derive(character, &format!("n{j}"));
@@ -113,10 +110,10 @@ pub fn bench_store(dir: &Path, nodes: usize) -> Result<StoreBench> {
             Err(e) => return Err(Error::io(Path::new(&p), &e)),
         }
     }
-    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+    let mut rng = SplitMix64::new(0x5EED);
     let mut graph = MemoryGraph::new(character.clone());
     for i in 0..nodes {
-        graph.insert(synthetic(&character, i, nodes, &mut seed))?;
+        graph.insert(synthetic(&character, i, nodes, &mut rng))?;
     }
     let links = graph.link_count() + graph.pending_links().count();
 
@@ -176,7 +173,7 @@ pub fn bench_store(dir: &Path, nodes: usize) -> Result<StoreBench> {
     let single_writes = 200;
     let t = Instant::now();
     for i in 0..single_writes {
-        store.put_note(&synthetic(&character, nodes + i, nodes, &mut seed))?;
+        store.put_note(&synthetic(&character, nodes + i, nodes, &mut rng))?;
     }
     let secs = t.elapsed().as_secs_f64().max(1e-9);
     let db_bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
