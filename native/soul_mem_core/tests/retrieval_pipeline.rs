@@ -7,6 +7,7 @@ use retrieval_util::*;
 
 use soul_mem_core::model::NodeKind;
 use soul_mem_core::retrieval::*;
+use soul_mem_core::rng::SplitMix64;
 
 fn pos(idx: &RetrievalIndex, id: &str) -> u32 {
     idx.position(&mid(id)).unwrap() as u32
@@ -443,13 +444,8 @@ fn index_refresh_tracks_graph_version() {
 
 #[test]
 fn procedures_never_appear_in_ppr_output_on_random_graphs() {
-    let mut state = 0x1234_5678u64;
-    let mut next = move |n: u64| {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state % n.max(1)
-    };
+    let mut rng = SplitMix64::new(0x1234_5678);
+    let mut next = move |n: u64| rng.next_u64() % n.max(1);
     for case in 0..200 {
         let n = 2 + next(40) as usize;
         let kinds: Vec<u64> = (0..n).map(|_| next(4)).collect();

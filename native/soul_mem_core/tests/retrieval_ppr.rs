@@ -8,24 +8,7 @@ use soul_mem_core::retrieval::{
     edge_weight, forward_push, naive_ppr, Csr, EdgeWeightParams, PprParams, PprWorkspace,
     TypePreference,
 };
-
-/// splitmix64: a tiny seeded generator so the property test is reproducible without deps.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
+use soul_mem_core::rng::SplitMix64;
 
 fn push(csr: &Csr, src: &[(u32, f64)], d: f64, eps: f64) -> Vec<f64> {
     let mut ws = PprWorkspace::new();
@@ -91,27 +74,27 @@ fn zero_damping_returns_the_personalization() {
 
 #[test]
 fn forward_push_matches_power_iteration_on_random_graphs() {
-    let mut rng = Rng(0x5EED);
+    let mut rng = SplitMix64::new(0x5EED);
     let mut worst = 0.0f64;
     for case in 0..400 {
-        let n = 1 + rng.below(60) as usize;
-        let m = rng.below((n * 4) as u64 + 1) as usize;
+        let n = 1 + rng.below(60);
+        let m = rng.below(n * 4 + 1);
         let mut edges = Vec::new();
         for _ in 0..m {
-            let u = rng.below(n as u64) as u32;
-            let v = rng.below(n as u64) as u32;
+            let u = rng.below(n) as u32;
+            let v = rng.below(n) as u32;
             // Some zero weights: they must behave as absent edges.
             let w = if rng.below(10) == 0 {
                 0.0
             } else {
-                rng.unit() * 2.0
+                rng.next_f64() * 2.0
             };
             edges.push((u, v, w));
         }
         let csr = Csr::from_edges(n, &edges).unwrap();
-        let k = 1 + rng.below(4) as usize;
+        let k = 1 + rng.below(4);
         let src: Vec<(u32, f64)> = (0..k)
-            .map(|_| (rng.below(n as u64) as u32, 0.1 + rng.unit()))
+            .map(|_| (rng.below(n) as u32, 0.1 + rng.next_f64()))
             .collect();
         let d = [0.0, 0.3, 0.65, 0.85, 0.95][case % 5];
         let eps = if case % 2 == 0 { 1e-5 } else { 1e-8 };
@@ -131,12 +114,12 @@ fn forward_push_matches_power_iteration_on_random_graphs() {
 
 #[test]
 fn push_count_respects_the_andersen_chung_lang_bound() {
-    let mut rng = Rng(7);
+    let mut rng = SplitMix64::new(7);
     let n = 500;
     let edges: Vec<(u32, u32, f64)> = (0..3000)
         .map(|_| (rng.below(n) as u32, rng.below(n) as u32, 1.0))
         .collect();
-    let csr = Csr::from_edges(n as usize, &edges).unwrap();
+    let csr = Csr::from_edges(n, &edges).unwrap();
     let p = PprParams::default();
     let mut ws = PprWorkspace::new();
     forward_push(&csr, &[(0, 1.0), (1, 1.0)], &p, &mut ws).unwrap();
@@ -185,12 +168,12 @@ fn invalid_inputs_are_errors_not_panics() {
 
 #[test]
 fn workspace_reuse_gives_identical_results() {
-    let mut rng = Rng(99);
-    let n = 200u64;
+    let mut rng = SplitMix64::new(99);
+    let n = 200usize;
     let edges: Vec<(u32, u32, f64)> = (0..800)
-        .map(|_| (rng.below(n) as u32, rng.below(n) as u32, rng.unit()))
+        .map(|_| (rng.below(n) as u32, rng.below(n) as u32, rng.next_f64()))
         .collect();
-    let csr = Csr::from_edges(n as usize, &edges).unwrap();
+    let csr = Csr::from_edges(n, &edges).unwrap();
     let p = PprParams::default();
     let mut ws = PprWorkspace::new();
     let a1 = forward_push(&csr, &[(3, 1.0)], &p, &mut ws).unwrap();

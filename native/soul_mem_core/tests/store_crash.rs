@@ -8,6 +8,7 @@
 
 use chrono::{TimeZone, Utc};
 use soul_mem_core::model::*;
+use soul_mem_core::rng::SplitMix64;
 use soul_mem_core::store::{Change, Message, Store};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -127,9 +128,10 @@ fn verify(db: &Path, acked: usize) -> usize {
     g.len()
 }
 
-/// Small xorshift seeded from the clock; the seed is printed so a failure can be replayed.
+/// A generator seeded from the clock (or `SOULMEM_CRASH_SEED`); the seed is printed so a
+/// failure can be replayed.
 fn rng() -> impl FnMut(u64) -> u64 {
-    let mut x = std::env::var("SOULMEM_CRASH_SEED")
+    let x = std::env::var("SOULMEM_CRASH_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| {
@@ -140,12 +142,8 @@ fn rng() -> impl FnMut(u64) -> u64 {
                 | 1
         });
     println!("seed {x}");
-    move |n| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x % n
-    }
+    let mut r = SplitMix64::new(x);
+    move |n| r.next_u64() % n
 }
 
 #[test]

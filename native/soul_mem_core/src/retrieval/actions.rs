@@ -1,9 +1,9 @@
 //! The action channel: which habits (procedures) a query evokes.
 //!
 //! Two kinds of evidence, added per habit:
-//! - **Bayes over triggers** (the seed's `RetrBayesAction`): each recalled situation, scored
-//!   and softmaxed, passes its weight along its trigger→action links (`prob × weight`,
-//!   summed over situations); abstract situations count double.
+//! - **Bayes over triggers** (the seed's `RetrBayesAction`, in `bayes.rs`): each recalled
+//!   situation, scored and softmaxed, passes its weight along its trigger→action links
+//!   (`prob × weight`, summed over situations); abstract situations count double.
 //! - **Habit likeness**: the habit's own action text against the query's texts, calibrated
 //!   over the character's habits. A message that describes the habit itself ("you always
 //!   twirl that knife") evokes it even when none of its trigger situations is recalled.
@@ -11,99 +11,17 @@
 //! Semantic notes never trigger actions; the procedures linked to them are self-knowledge
 //! (see the pipeline).
 
+// Bayes moved to its own file; its items stay reachable at their old `actions::` paths.
+pub use super::bayes::{actions_from_sources, bayes_actions, softmax, ActionScore};
+
+use super::bayes::{source_weights, top};
 use super::config::{AssociateWithActionConfig, FusionConfig};
 use super::embedding::{FieldKind, FieldProbe, QVec};
 use super::fusion::calibrate_in_place;
 use super::index::RetrievalIndex;
 use super::query::{EmbeddedQuery, EmbeddedVariant};
 use super::similarity::{by_score, top_k};
-use crate::model::NodeKind;
-use std::collections::{HashMap, HashSet};
-
-/// An action candidate: `(procedure, score, source positions)`.
-pub type ActionScore = (u32, f64, Vec<u32>);
-
-/// Bayes actions (seed `RetrBayesAction`): for each source, its trigger→action links into
-/// Procedure nodes; `score += prob × source weight`, summed over sources; best `top_k`.
-/// Semantic sources never trigger actions. Complexity: O(Σ source out-degree + candidates log).
-pub fn bayes_actions(
-    idx: &RetrievalIndex,
-    sources: &[(u32, f64)],
-    top_k: usize,
-) -> Vec<ActionScore> {
-    let mut acc: HashMap<u32, (f64, Vec<u32>)> = HashMap::new();
-    for &(s, w) in sources {
-        let usable = matches!(idx.node(s as usize), Some(m) if m.kind != NodeKind::Semantic);
-        if !usable || !w.is_finite() || w <= 0.0 {
-            continue;
-        }
-        for &(a, prob) in idx.action_edges(s as usize) {
-            let e = acc.entry(a).or_default();
-            e.0 += prob * w;
-            if !e.1.contains(&s) {
-                e.1.push(s);
-            }
-        }
-    }
-    top(
-        acc.into_iter()
-            .map(|(a, (sc, seeds))| (a, sc, seeds))
-            .collect(),
-        top_k,
-    )
-}
-
-pub(crate) fn top(mut v: Vec<ActionScore>, k: usize) -> Vec<ActionScore> {
-    v.retain(|x| x.1.is_finite() && x.1 > 0.0);
-    v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    v.truncate(k);
-    v
-}
-
-/// Numerically stable softmax (max subtracted first). Empty in, empty out.
-pub fn softmax(xs: &[f64]) -> Vec<f64> {
-    let m = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    if !m.is_finite() {
-        return vec![0.0; xs.len()];
-    }
-    let e: Vec<f64> = xs.iter().map(|x| (x - m).exp()).collect();
-    let s: f64 = e.iter().sum();
-    e.into_iter().map(|x| x / s).collect()
-}
-
-/// The action channel from situation sources `(position, score in [0, 1])`: abstract
-/// sources × `abstract_source_priority`, softmax at `source_temperature`, then Bayes over
-/// their trigger→action links (keeping `bayes.top_k`, returning `action_top_k`).
-pub fn actions_from_sources(
-    idx: &RetrievalIndex,
-    sources: &[(u32, f64)],
-    cfg: &AssociateWithActionConfig,
-) -> Vec<ActionScore> {
-    let mut action = bayes_actions(idx, &source_weights(idx, sources, cfg), cfg.bayes.top_k);
-    action.truncate(cfg.action_top_k);
-    action
-}
-
-/// Softmax weights of situation sources at `source_temperature`, abstract ones ×
-/// `abstract_source_priority` first.
-fn source_weights(
-    idx: &RetrievalIndex,
-    sources: &[(u32, f64)],
-    cfg: &AssociateWithActionConfig,
-) -> Vec<(u32, f64)> {
-    let scaled: Vec<f64> = sources
-        .iter()
-        .map(|&(i, s)| {
-            let s = match idx.kind(i as usize) {
-                Some(NodeKind::AbstractSituation) => s * cfg.abstract_source_priority,
-                _ => s,
-            };
-            s / cfg.source_temperature
-        })
-        .collect();
-    let weights = softmax(&scaled);
-    sources.iter().map(|s| s.0).zip(weights).collect()
-}
+use std::collections::HashSet;
 
 /// Each habit's likeness to the query by position (NaN for other nodes): the best cosine of
 /// its action text against the query's descriptive texts, calibrated over the character's

@@ -13,6 +13,7 @@
 //! decay's stamp, patched in place when a few factors change) so queries do not rebuild it.
 
 pub mod actions;
+pub mod bayes;
 pub mod config;
 pub mod embedding;
 pub mod fusion;
@@ -23,9 +24,8 @@ pub mod ppr;
 pub mod query;
 pub mod similarity;
 
-pub use actions::{
-    actions_for, actions_from_sources, bayes_actions, habit_likeness, softmax, ActionScore,
-};
+pub use actions::{actions_for, habit_likeness};
+pub use bayes::{actions_from_sources, bayes_actions, situation_sources, softmax, ActionScore};
 pub use config::{
     AssociateWithActionConfig, AssociationConfig, BayesActionConfig, BlendWeights,
     DefaultPipelineConfig, FusionConfig, FusionMethod, PipelineConfig, ShortOnlyConfig,

@@ -1,7 +1,8 @@
 //! Association (PPR), Bayes actions, AssociateWithAction and the DefaultPipeline, with
 //! traced results and the multi-query merge.
 
-use super::actions::{actions_for, actions_from_sources, top, ActionScore};
+use super::actions::actions_for;
+use super::bayes::{actions_from_sources, situation_sources, top, ActionScore};
 use super::config::{
     AssociateWithActionConfig, AssociationConfig, FusionMethod, PipelineConfig, ShortOnlyConfig,
 };
@@ -217,17 +218,7 @@ pub fn associate_with_action_decayed(
 ) -> Result<AssociateWithActionResult> {
     cfg.validate()?;
     let memory = association_decayed(idx, seeds, &cfg.association, decay)?;
-    let mut merged: Vec<(u32, f64)> = Vec::new();
-    for &(i, s) in seeds.iter().chain(memory.iter()) {
-        let is_sit = matches!(idx.node(i as usize), Some(m) if m.kind.is_situation());
-        if !is_sit || !s.is_finite() || s <= 0.0 {
-            continue;
-        }
-        match merged.iter_mut().find(|(j, _)| *j == i) {
-            Some(e) => e.1 = e.1.max(s),
-            None => merged.push((i, s)),
-        }
-    }
+    let merged = situation_sources(idx, seeds.iter().chain(memory.iter()).copied());
     let action = actions_from_sources(idx, &merged, cfg);
     let action_sources = merged;
     Ok(AssociateWithActionResult {

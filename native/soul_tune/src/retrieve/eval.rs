@@ -18,8 +18,8 @@ use super::metrics;
 use serde::Serialize;
 use soul_mem_core::model::NodeKind;
 use soul_mem_core::retrieval::{
-    association, bayes_actions, query_terms, similarity, softmax, DefaultPipeline, EmbeddedQuery,
-    PipelineConfig, QueryVectors, RetrievalIndex, Stage, SubQuery,
+    association, bayes_actions, query_terms, similarity, situation_sources, softmax,
+    DefaultPipeline, EmbeddedQuery, PipelineConfig, QueryVectors, RetrievalIndex, Stage, SubQuery,
 };
 use std::collections::{BTreeMap, HashMap};
 
@@ -728,7 +728,6 @@ pub fn tempered_actions(
         let ppr = association(idx, &seeds, &awa.association)?;
         let max_sim = seeds.iter().map(|s| s.1).fold(0.0, f64::max);
         let max_ppr = ppr.iter().map(|p| p.1).fold(0.0, f64::max);
-        let mut merged: Vec<(u32, f64)> = Vec::new();
         let rescaled = ppr.iter().map(|&(i, p)| {
             let s = if max_ppr > 0.0 {
                 p / max_ppr * max_sim
@@ -737,16 +736,7 @@ pub fn tempered_actions(
             };
             (i, s)
         });
-        for (i, s) in seeds.iter().copied().chain(rescaled) {
-            let is_sit = matches!(idx.node(i as usize), Some(m) if m.kind.is_situation());
-            if !is_sit || !s.is_finite() || s <= 0.0 {
-                continue;
-            }
-            match merged.iter_mut().find(|(j, _)| *j == i) {
-                Some(e) => e.1 = e.1.max(s),
-                None => merged.push((i, s)),
-            }
-        }
+        let merged = situation_sources(idx, seeds.iter().copied().chain(rescaled));
         let logits: Vec<f64> = merged
             .iter()
             .map(|&(i, s)| {

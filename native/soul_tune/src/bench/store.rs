@@ -1,13 +1,20 @@
-//! Store benchmark: cold open + full load of a synthetic graph, incremental and full
+//! `soul_tune bench store`: cold open + full load of a synthetic graph, incremental and full
 //! write-back of the loaded graph, and the rate of acknowledged (fsynced) single writes.
-//! Callable from soul_tune.
+//!
+//! ```text
+//! cargo run --release -p soul_tune -- bench store [--nodes 10000,100000] [--dir DIR]
+//! ```
+//!
+//! Prints one JSON line ([`StoreBench`]) per graph size.
 
-use super::{CheckpointMode, Store};
-use crate::error::{Error, Result};
-use crate::graph::MemoryGraph;
-use crate::model::*;
 use chrono::{TimeZone, Utc};
-use std::path::Path;
+use soul_mem_core::graph::MemoryGraph;
+use soul_mem_core::model::*;
+use soul_mem_core::rng::SplitMix64;
+use soul_mem_core::store::{CheckpointMode, Store};
+use soul_mem_core::{Error, Result};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::time::Instant;
 
 /// Results of [`bench_store`]. Times in milliseconds.
@@ -49,7 +56,7 @@ fn ms(t: Instant) -> f64 {
 }
 
 /// A synthetic semantic note `n{i}` with a chain link to `n{i-1}` and one pseudo-random link.
-fn synthetic(character: &str, i: usize, n: usize, seed: &mut u64) -> MemoryNote {
+fn synthetic(character: &str, i: usize, n: usize, rng: &mut SplitMix64) -> MemoryNote {
     let t = Utc
         .timestamp_opt(1_780_000_000 + i as i64, 0)
         .single()
@@ -70,12 +77,8 @@ fn synthetic(character: &str, i: usize, n: usize, seed: &mut u64) -> MemoryNote 
     if i > 0 {
         targets.push(i - 1);
     }
-    // xorshift: deterministic, dependency-free.
-    *seed ^= *seed << 13;
-    *seed ^= *seed >> 7;
-    *seed ^= *seed << 17;
     if n > 1 {
-        targets.push((*seed % n as u64) as usize);
+        targets.push(rng.below(n));
     }
     for (ord, j) in targets.into_iter().enumerate() {
         let to = MemoryId::derive(character, &format!("n{j}"));
@@ -107,10 +110,10 @@ pub fn bench_store(dir: &Path, nodes: usize) -> Result<StoreBench> {
             Err(e) => return Err(Error::io(Path::new(&p), &e)),
         }
     }
-    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+    let mut rng = SplitMix64::new(0x5EED);
     let mut graph = MemoryGraph::new(character.clone());
     for i in 0..nodes {
-        graph.insert(synthetic(&character, i, nodes, &mut seed))?;
+        graph.insert(synthetic(&character, i, nodes, &mut rng))?;
     }
     let links = graph.link_count() + graph.pending_links().count();
 
@@ -170,7 +173,7 @@ pub fn bench_store(dir: &Path, nodes: usize) -> Result<StoreBench> {
     let single_writes = 200;
     let t = Instant::now();
     for i in 0..single_writes {
-        store.put_note(&synthetic(&character, nodes + i, nodes, &mut seed))?;
+        store.put_note(&synthetic(&character, nodes + i, nodes, &mut rng))?;
     }
     let secs = t.elapsed().as_secs_f64().max(1e-9);
     let db_bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
@@ -190,4 +193,89 @@ pub fn bench_store(dir: &Path, nodes: usize) -> Result<StoreBench> {
         single_writes_per_sec: single_writes as f64 / secs,
         db_bytes,
     })
+}
+
+/// `soul_tune bench store [--nodes N,N…] [--dir DIR]`: runs [`bench_store`] for each size
+/// (default 10 000 and 100 000 notes, ~100 MB of files) and prints one JSON line each. Without
+/// `--dir` the files go to a fresh temporary directory that is removed afterwards.
+pub fn run(args: &[String]) -> ExitCode {
+    let mut sizes = vec![10_000, 100_000];
+    let mut dir: Option<PathBuf> = None;
+    let mut rest = args.iter();
+    while let Some(a) = rest.next() {
+        match (a.as_str(), rest.next()) {
+            ("--nodes", Some(v)) => match super::parse_sizes(v) {
+                Ok(v) => sizes = v,
+                Err(e) => {
+                    eprintln!("bad --nodes: {e}");
+                    return ExitCode::from(2);
+                }
+            },
+            ("--dir", Some(v)) => dir = Some(PathBuf::from(v)),
+            _ => {
+                eprintln!("usage: soul_tune bench store [--nodes 10000,100000] [--dir DIR]");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let temporary = dir.is_none();
+    let dir = dir.unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("soulmem-store-bench-{}", std::process::id()))
+    });
+    let result = std::fs::create_dir_all(&dir)
+        .map_err(|e| Error::io(&dir, &e))
+        .and_then(|()| {
+            for &n in &sizes {
+                let r = bench_store(&dir, n)?;
+                let line = serde_json::to_string(&r)
+                    .map_err(|e| Error::InvalidJson(format!("store bench report: {e}")))?;
+                println!("{line}");
+            }
+            Ok(())
+        });
+    if temporary {
+        // Best effort: a leftover temp directory is not worth failing the run for.
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn bench_small_runs() {
+        let dir =
+            std::env::temp_dir().join(format!("soulmem-store-bench-s-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let r = bench_store(&dir, 500).unwrap();
+        assert_eq!(r.nodes, 500);
+        assert!(r.links > 500);
+        assert_eq!((r.touched, r.incremental_notes_written), (100, 100));
+        assert!(r.single_writes_per_sec > 0.0);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The full-size run (ignored: it writes ~100 MB); `soul_tune bench store` prints the same.
+    #[test]
+    #[ignore]
+    fn bench_10k_and_100k() {
+        let dir = std::env::temp_dir().join(format!("soulmem-store-bench-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for n in [10_000, 100_000] {
+            let r = bench_store(&dir, n).unwrap();
+            // The incremental write-back after touching 100 notes only writes those.
+            assert_eq!(r.incremental_notes_written, 100);
+            println!("{}", serde_json::to_string(&r).unwrap());
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

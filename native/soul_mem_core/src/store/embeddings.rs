@@ -1,0 +1,122 @@
+//! Stored embeddings of notes (per model, with the hash of the embedded text) and the
+//! brute-force nearest-note search over them.
+
+use super::*;
+
+impl Store {
+    /// Stores the embedding of a note under `model`, with the SHA-256 of the embedded text (so
+    /// a changed text is detected; see [`crate::cache::text_hash`]).
+    pub fn put_embedding(
+        &mut self,
+        id: &MemoryId,
+        model: &str,
+        text_hash: &[u8; 32],
+        vector: &[f32],
+    ) -> Result<()> {
+        let (s, m) = (id.to_string(), model.to_owned());
+        let bytes: Vec<u8> = vector.iter().flat_map(|f| f.to_le_bytes()).collect();
+        self.write(|c, p| {
+            c.execute(
+                "INSERT OR REPLACE INTO embeddings (note_id, model, text_hash, dim, vec)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![s, m, &text_hash[..], vector.len() as i64, bytes],
+            )
+            .map(|_| ())
+            .map_err(|e| db_err(p, e))
+        })
+    }
+
+    /// The stored embedding of a note under `model`: (text hash, vector).
+    pub fn embedding(&self, id: &MemoryId, model: &str) -> Result<Option<([u8; 32], Vec<f32>)>> {
+        let row: Option<(Vec<u8>, Vec<u8>)> = self
+            .conn
+            .query_row(
+                "SELECT text_hash, vec FROM embeddings WHERE note_id=?1 AND model=?2",
+                params![id.to_string(), model],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(|e| db_err(&self.path, e))?;
+        row.map(|(h, v)| {
+            let hash: [u8; 32] = h
+                .as_slice()
+                .try_into()
+                .map_err(|_| corrupt(&self.path, "embedding text hash is not 32 bytes"))?;
+            Ok((hash, decode_vec(&self.path, &v)?))
+        })
+        .transpose()
+    }
+
+    /// Brute-force nearest active notes to `query` by cosine similarity under `model`, best
+    /// first. Seeds for [`Store::activate`].
+    ///
+    /// Complexity: O(n·d) reading every vector of the model from disk — fine up to ~100k notes
+    /// of 384–1024 dims (tens to a few hundred ms); beyond that keep an in-memory or ANN index.
+    pub fn nearest(
+        &self,
+        model: &str,
+        query: &[f32],
+        top_k: usize,
+    ) -> Result<Vec<(MemoryId, f32)>> {
+        let qn = norm(query);
+        if qn == 0.0 || top_k == 0 {
+            return Ok(Vec::new());
+        }
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT e.note_id, e.vec FROM embeddings e JOIN notes n ON n.id = e.note_id
+                 WHERE e.model=?1 AND n.archived=0",
+            )
+            .map_err(|e| db_err(&self.path, e))?;
+        let mut rows = st.query([model]).map_err(|e| db_err(&self.path, e))?;
+        let mut scored: Vec<(MemoryId, f32)> = Vec::new();
+        while let Some(r) = rows.next().map_err(|e| db_err(&self.path, e))? {
+            let id: String = r.get(0).map_err(|e| db_err(&self.path, e))?;
+            let v: Vec<u8> = r.get(1).map_err(|e| db_err(&self.path, e))?;
+            let v = decode_vec(&self.path, &v)?;
+            if v.len() != query.len() {
+                continue;
+            }
+            let dot: f32 = v.iter().zip(query).map(|(a, b)| a * b).sum();
+            let vn = norm(&v);
+            if vn > 0.0 {
+                scored.push((MemoryId(parse_id(&self.path, &id)?), dot / (vn * qn)));
+            }
+        }
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        scored.truncate(top_k);
+        Ok(scored)
+    }
+
+    /// [`Store::put_embedding`] for many notes under one `model`, in ONE transaction:
+    /// `(note, SHA-256 of the embedded text, vector)`.
+    ///
+    /// Complexity: O(rows × dim).
+    pub fn put_embeddings(
+        &mut self,
+        model: &str,
+        rows: &[(MemoryId, [u8; 32], Vec<f32>)],
+    ) -> Result<()> {
+        self.write(|c, p| {
+            let mut st = c
+                .prepare_cached(
+                    "INSERT OR REPLACE INTO embeddings (note_id, model, text_hash, dim, vec)
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                )
+                .map_err(|e| db_err(p, e))?;
+            for (id, hash, vector) in rows {
+                let bytes: Vec<u8> = vector.iter().flat_map(|f| f.to_le_bytes()).collect();
+                st.execute(params![
+                    id.to_string(),
+                    model,
+                    &hash[..],
+                    vector.len() as i64,
+                    bytes
+                ])
+                .map_err(|e| db_err(p, e))?;
+            }
+            Ok(())
+        })
+    }
+}

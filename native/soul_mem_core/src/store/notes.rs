@@ -1,0 +1,248 @@
+//! Single notes and links: reading one, counting, and the one-transaction writes of notes,
+//! links and batches of [`Change`]s; plus the row readers the graph loader shares.
+
+use super::*;
+
+impl Store {
+    /// One note (archived or not) with all its stored outgoing links.
+    pub fn note(&self, id: &MemoryId) -> Result<Option<MemoryNote>> {
+        let mut notes = self.query_notes_with("WHERE id=?1", &id.to_string())?;
+        let Some((mut note, _)) = notes.pop() else {
+            return Ok(None);
+        };
+        note.links = self
+            .query_links_with("WHERE from_id=?1", &id.to_string())?
+            .remove(&note.id)
+            .unwrap_or_default();
+        Ok(Some(note))
+    }
+
+    /// True when the note is stored and archived.
+    pub fn is_archived(&self, id: &MemoryId) -> Result<bool> {
+        let v: Option<i64> = self
+            .conn
+            .query_row(
+                "SELECT archived FROM notes WHERE id=?1",
+                [id.to_string()],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| db_err(&self.path, e))?;
+        Ok(v == Some(1))
+    }
+
+    /// Counts of stored notes: (active, archived, links).
+    pub fn counts(&self) -> Result<(usize, usize, usize)> {
+        self.conn
+            .query_row(
+                "SELECT (SELECT count(*) FROM notes WHERE archived=0),
+                        (SELECT count(*) FROM notes WHERE archived=1),
+                        (SELECT count(*) FROM links)",
+                [],
+                |r| {
+                    Ok((
+                        r.get::<_, i64>(0)? as usize,
+                        r.get::<_, i64>(1)? as usize,
+                        r.get::<_, i64>(2)? as usize,
+                    ))
+                },
+            )
+            .map_err(|e| db_err(&self.path, e))
+    }
+
+    /// Upserts a note and replaces its outgoing links with `note.links`, in one transaction.
+    /// An archived note stays archived. Errors when another note already has its readable id.
+    pub fn put_note(&mut self, note: &MemoryNote) -> Result<()> {
+        self.apply_one(ChangeRef::PutNote(note))
+    }
+
+    /// Upserts one link (its source must be stored), keeping the source's other links.
+    pub fn put_link(&mut self, link: &MemoryLink) -> Result<()> {
+        self.apply_one(ChangeRef::PutLink(link))
+    }
+
+    /// Deletes a link; returns whether it existed.
+    pub fn delete_link(&mut self, id: &LinkId) -> Result<bool> {
+        let id = id.to_string();
+        self.write_rows(|c, p| {
+            c.execute("DELETE FROM links WHERE id=?1", [&id])
+                .map(|n| n > 0)
+                .map_err(|e| db_err(p, e))
+        })
+    }
+
+    /// Archives a note: it stays in the file (with its links and side data) but is no longer
+    /// loaded or activated. Errors with [`Error::NotFound`] when absent.
+    pub fn archive_note(&mut self, id: &MemoryId) -> Result<()> {
+        self.apply(&[Change::ArchiveNote(*id)])
+    }
+
+    /// Makes an archived note active again. Errors with [`Error::NotFound`] when absent.
+    pub fn unarchive_note(&mut self, id: &MemoryId) -> Result<()> {
+        let s = id.to_string();
+        self.write_rows(|c, p| {
+            let n = c
+                .execute("UPDATE notes SET archived=0 WHERE id=?1", [&s])
+                .map_err(|e| db_err(p, e))?;
+            if n == 0 {
+                return Err(Error::NotFound(format!("note {s}")));
+            }
+            Ok(())
+        })
+    }
+
+    /// Deletes a note for good, with its links in both directions, embeddings, forgetting state
+    /// and retrieval records. Returns whether it existed.
+    pub fn delete_note(&mut self, id: &MemoryId) -> Result<bool> {
+        let s = id.to_string();
+        self.write_rows(|c, p| delete_note_rows(c, p, &s, true))
+    }
+
+    /// Commits several writes in ONE transaction: all of them or none.
+    pub fn apply(&mut self, changes: &[Change]) -> Result<()> {
+        for ch in changes {
+            if let Change::PutNote(n) = ch {
+                validate_note(n)?;
+            }
+            if let Change::PutLink(l) = ch {
+                validate_link(l)?;
+            }
+        }
+        let write = |c: &Connection, p: &Path| {
+            for ch in changes {
+                apply_change(c, p, ChangeRef::from(ch))?;
+            }
+            Ok(())
+        };
+        if changes.iter().any(|ch| ChangeRef::from(ch).writes_rows()) {
+            self.write_rows(write)
+        } else {
+            self.write(write)
+        }
+    }
+
+    fn apply_one(&mut self, ch: ChangeRef<'_>) -> Result<()> {
+        match ch {
+            ChangeRef::PutNote(n) => validate_note(n)?,
+            ChangeRef::PutLink(l) => validate_link(l)?,
+            _ => {}
+        }
+        if ch.writes_rows() {
+            self.write_rows(|c, p| apply_change(c, p, ch))
+        } else {
+            self.write(|c, p| apply_change(c, p, ch))
+        }
+    }
+
+    /// Notes matching a WHERE clause (no parameters), in stored order, with their archived flag.
+    pub(super) fn query_notes(&self, filter: &str) -> Result<Vec<(MemoryNote, bool)>> {
+        self.query_notes_inner(filter, None)
+    }
+
+    fn query_notes_with(&self, filter: &str, arg: &str) -> Result<Vec<(MemoryNote, bool)>> {
+        self.query_notes_inner(filter, Some(arg))
+    }
+
+    fn query_notes_inner(
+        &self,
+        filter: &str,
+        arg: Option<&str>,
+    ) -> Result<Vec<(MemoryNote, bool)>> {
+        let sql = format!(
+            "SELECT id, readable_id, core, retrieval_count, create_time, last_accessed_time,
+                    archived, tags, payload FROM notes {filter} ORDER BY pos"
+        );
+        let mut st = self
+            .conn
+            .prepare_cached(&sql)
+            .map_err(|e| db_err(&self.path, e))?;
+        let params: Vec<&dyn rusqlite::ToSql> = match &arg {
+            Some(a) => vec![a],
+            None => vec![],
+        };
+        let mut rows = st
+            .query(params.as_slice())
+            .map_err(|e| db_err(&self.path, e))?;
+        let mut out = Vec::new();
+        while let Some(r) = rows.next().map_err(|e| db_err(&self.path, e))? {
+            out.push(self.note_from_row(r)?);
+        }
+        Ok(out)
+    }
+
+    fn note_from_row(&self, r: &rusqlite::Row<'_>) -> Result<(MemoryNote, bool)> {
+        let p = &self.path;
+        let g = |e| db_err(p, e);
+        let id: String = r.get(0).map_err(g)?;
+        let readable_id: String = r.get(1).map_err(g)?;
+        let core: bool = r.get(2).map_err(g)?;
+        let count: i64 = r.get(3).map_err(g)?;
+        let create: String = r.get(4).map_err(g)?;
+        let access: String = r.get(5).map_err(g)?;
+        let archived: bool = r.get(6).map_err(g)?;
+        let tags: String = r.get(7).map_err(g)?;
+        let payload: String = r.get(8).map_err(g)?;
+        let mem_type: MemoryType = serde_json::from_str(&payload)
+            .map_err(|e| corrupt(p, format!("note {readable_id}: payload: {e}")))?;
+        let tags: Vec<String> = serde_json::from_str(&tags)
+            .map_err(|e| corrupt(p, format!("note {readable_id}: tags: {e}")))?;
+        Ok((
+            MemoryNote {
+                id: MemoryId(parse_id(p, &id)?),
+                readable_id,
+                tags,
+                retrieval_count: u32::try_from(count)
+                    .map_err(|_| corrupt(p, format!("bad retrieval_count {count}")))?,
+                create_time: parse_ts(p, &create)?,
+                last_accessed_time: parse_ts(p, &access)?,
+                core,
+                mem_type,
+                links: Vec::new(),
+            },
+            archived,
+        ))
+    }
+
+    /// Links matching a WHERE clause, grouped by source, each group in stored order.
+    pub(super) fn query_links(&self, filter: &str) -> Result<HashMap<MemoryId, Vec<MemoryLink>>> {
+        self.query_links_inner(filter, None)
+    }
+
+    fn query_links_with(
+        &self,
+        filter: &str,
+        arg: &str,
+    ) -> Result<HashMap<MemoryId, Vec<MemoryLink>>> {
+        self.query_links_inner(filter, Some(arg))
+    }
+
+    fn query_links_inner(
+        &self,
+        filter: &str,
+        arg: Option<&str>,
+    ) -> Result<HashMap<MemoryId, Vec<MemoryLink>>> {
+        let sql =
+            format!("SELECT id, from_id, to_id, intensity, link_type, ord FROM links {filter}");
+        let p = &self.path;
+        let mut st = self.conn.prepare_cached(&sql).map_err(|e| db_err(p, e))?;
+        let params: Vec<&dyn rusqlite::ToSql> = match &arg {
+            Some(a) => vec![a],
+            None => vec![],
+        };
+        let mut rows = st.query(params.as_slice()).map_err(|e| db_err(p, e))?;
+        let mut groups: HashMap<MemoryId, Vec<(i64, MemoryLink)>> = HashMap::new();
+        while let Some(r) = rows.next().map_err(|e| db_err(p, e))? {
+            let l = link_from_row(p, r)?;
+            let ord: i64 = r.get(5).map_err(|e| db_err(p, e))?;
+            groups.entry(l.from).or_default().push((ord, l));
+        }
+        // Unordered scan (sequential on disk); restore each source's link order here.
+        Ok(groups
+            .into_iter()
+            .map(|(from, mut v)| {
+                v.sort_by_key(|(ord, _)| *ord);
+                (from, v.into_iter().map(|(_, l)| l).collect())
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,297 @@
+//! Activation: seeds from the long-term index, their k-hop neighbourhood loaded from the
+//! store, boundary expansion, and recall over the working graph.
+
+use super::stored::*;
+use super::*;
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::graph::MemoryGraph;
+use crate::model::MemoryId;
+use crate::retrieval::{PipelineConfig, PipelineResult, QueryTexts, ShortContext, SubQuery};
+use crate::store::Store;
+use std::collections::{BTreeSet, HashMap};
+
+impl WorkingMemory {
+    /// Seeds for `query_vectors`: the top [`WorkingConfig::seeds_per_query`] notes of the
+    /// long-term index per vector (cosine, at least `min_score`), merged by best score, best
+    /// first. Zero vectors give nothing; a vector of the wrong dimension is an error.
+    ///
+    /// Complexity: O(q · n · d) for q vectors over n rows of dimension d.
+    pub fn seeds(&self, query_vectors: &[Vec<f32>]) -> Result<Vec<(MemoryId, f32)>> {
+        let mut best: HashMap<MemoryId, f32> = HashMap::new();
+        for q in query_vectors {
+            if q.len() != self.index.dim {
+                return Err(Error::invalid_argument(
+                    "query_vectors",
+                    format!("{}-dim vector for a {}-dim index", q.len(), self.index.dim),
+                ));
+            }
+            let norm = q.iter().map(|x| x * x).sum::<f32>().sqrt();
+            if !(norm.is_finite() && norm > 0.0) {
+                continue;
+            }
+            let qn: Vec<f32> = q.iter().map(|x| x / norm).collect();
+            for (id, s) in self
+                .index
+                .top_k(&qn, self.cfg.seeds_per_query, self.cfg.min_score)
+            {
+                let e = best.entry(id).or_insert(s);
+                if s > *e {
+                    *e = s;
+                }
+            }
+        }
+        let mut out: Vec<(MemoryId, f32)> = best.into_iter().collect();
+        out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        Ok(out)
+    }
+
+    /// [`WorkingMemory::activate`] from plain texts (embedded query side).
+    /// Complexity: embedding the texts plus the activation.
+    pub fn activate_texts(
+        &mut self,
+        engine: &mut Engine,
+        store: &mut Store,
+        texts: &[&str],
+    ) -> Result<ActivationReport> {
+        let vectors = self.embed_queries(texts)?;
+        self.activate(engine, store, &vectors)
+    }
+
+    /// Activates working memory for `query_vectors` (query-side vectors of the index's
+    /// embedder): seeds from the long-term index; seeds not resident bring in their `k_hops`
+    /// neighbourhood ([`Store::activate`], at most `cap` notes per call); resident seeds on the
+    /// boundary are expanded one hop (when `expand_boundary`); then the least recently
+    /// activated non-core notes beyond `cap` are released (changed ones persisted first).
+    ///
+    /// Errors leave the graph consistent (possibly with part of the new notes loaded); a
+    /// failed release write removes nothing.
+    ///
+    /// Complexity: O(q·n·d) seeding + O(loaded × degree) indexed store reads + the release
+    /// (O(released × (nodes + links)) in memory, one transaction for the changed ones).
+    pub fn activate(
+        &mut self,
+        engine: &mut Engine,
+        store: &mut Store,
+        query_vectors: &[Vec<f32>],
+    ) -> Result<ActivationReport> {
+        check_character(engine, store)?;
+        self.tick += 1;
+        let seeds = self.seeds(query_vectors)?;
+        let mut report = ActivationReport::default();
+        let mut new_seeds = Vec::new();
+        let mut boundary_seeds = Vec::new();
+        for (id, _) in &seeds {
+            if engine.graph().get(id).is_some() {
+                self.touch_one(*id);
+                if self.is_boundary(engine.graph(), id) {
+                    boundary_seeds.push(*id);
+                }
+            } else {
+                new_seeds.push(*id);
+            }
+        }
+        if !new_seeds.is_empty() {
+            let act = store.activate(&new_seeds, self.cfg.k_hops, self.cfg.cap)?;
+            report.truncated |= act.truncated;
+            self.merge(engine, store, &act.graph, &mut report)?;
+        }
+        if self.cfg.expand_boundary && !boundary_seeds.is_empty() {
+            self.expand_inner(engine, store, &boundary_seeds, &mut report)?;
+        }
+        self.release_over_cap(engine, store, &mut report)?;
+        self.ensure_engine_embedder(engine)?;
+        report.seeds = seeds
+            .into_iter()
+            .map(|(id, score)| Seed {
+                id,
+                readable_id: engine.graph().readable_of(&id),
+                score,
+            })
+            .collect();
+        self.finish(engine, &mut report);
+        Ok(report)
+    }
+
+    /// Expands, one hop, those of `ids` that are resident boundary notes, then applies the
+    /// cap. What a caller runs before the next recall when a result contained boundary notes
+    /// (and what [`WorkingMemory::recall`] does by itself).
+    ///
+    /// Complexity: O(new notes × degree) store reads plus the release.
+    pub fn expand(
+        &mut self,
+        engine: &mut Engine,
+        store: &mut Store,
+        ids: &[MemoryId],
+    ) -> Result<ActivationReport> {
+        check_character(engine, store)?;
+        self.tick += 1;
+        let hits: Vec<MemoryId> = ids
+            .iter()
+            .copied()
+            .filter(|id| self.is_boundary(engine.graph(), id))
+            .collect();
+        let mut report = ActivationReport::default();
+        self.touch(ids);
+        self.expand_inner(engine, store, &hits, &mut report)?;
+        self.release_over_cap(engine, store, &mut report)?;
+        self.finish(engine, &mut report);
+        Ok(report)
+    }
+
+    /// One recall in activation mode: activates for the texts of `queries` (every
+    /// [`QueryTexts`] item, embedded query side), runs [`Engine::recall`] on the working
+    /// graph, and when the result contains boundary notes (and `expand_boundary`), expands them
+    /// one hop and — with [`WorkingConfig::rerun`] — recalls once more in the same call
+    /// (`report.rerun`); otherwise the expansion serves the next recall. Recalled notes count
+    /// as activated for the LRU order.
+    ///
+    /// Complexity: the activation plus one or two pipeline runs over the working graph (each
+    /// re-embeds the working graph when it changed — cached with the model).
+    pub fn recall(
+        &mut self,
+        engine: &mut Engine,
+        store: &mut Store,
+        queries: &[SubQuery],
+        cfg: &PipelineConfig,
+        short: Option<ShortContext>,
+    ) -> Result<(PipelineResult, ActivationReport)> {
+        let mut texts: Vec<String> = Vec::new();
+        for q in queries {
+            for t in QueryTexts::of(q).texts() {
+                if !texts.iter().any(|x| x == t) {
+                    texts.push(t.to_owned());
+                }
+            }
+        }
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let mut report = self.activate_texts(engine, store, &refs)?;
+        let mut result = engine.recall(queries, cfg, short.clone())?;
+        let ids = result_ids(&result);
+        self.touch(&ids);
+        if self.cfg.expand_boundary {
+            let hits: Vec<MemoryId> = ids
+                .iter()
+                .copied()
+                .filter(|id| self.is_boundary(engine.graph(), id))
+                .collect();
+            if !hits.is_empty() {
+                let before = report.loaded.len();
+                self.expand_inner(engine, store, &hits, &mut report)?;
+                self.release_over_cap(engine, store, &mut report)?;
+                if self.cfg.rerun && report.loaded.len() > before {
+                    result = engine.recall(queries, cfg, short)?;
+                    self.touch(&result_ids(&result));
+                    report.rerun = true;
+                }
+            }
+        }
+        self.finish(engine, &mut report);
+        Ok((result, report))
+    }
+
+    /// Marks resident notes as just activated (LRU order); unknown ids are ignored.
+    /// Complexity: O(ids).
+    pub fn touch(&mut self, ids: &[MemoryId]) {
+        for id in ids {
+            if self.last.contains_key(id) {
+                self.touch_one(*id);
+            }
+        }
+    }
+
+    /// Resident notes with an active stored neighbour that is not resident.
+    /// Complexity: O(Σ stored degree of the resident notes).
+    pub fn boundary(&self, engine: &Engine) -> BTreeSet<MemoryId> {
+        engine
+            .graph()
+            .notes()
+            .map(|n| n.id)
+            .filter(|id| self.is_boundary(engine.graph(), id))
+            .collect()
+    }
+
+    pub(super) fn touch_one(&mut self, id: MemoryId) {
+        self.seq += 1;
+        self.last.insert(id, (self.tick, self.seq));
+    }
+
+    pub(super) fn is_boundary(&self, graph: &MemoryGraph, id: &MemoryId) -> bool {
+        self.nbrs
+            .get(id)
+            .is_some_and(|nb| nb.iter().any(|n| graph.get(n).is_none()))
+    }
+
+    pub(super) fn finish(&self, engine: &Engine, report: &mut ActivationReport) {
+        let g = engine.graph();
+        report.working_size = g.len();
+        report.non_core = g.notes().filter(|n| !n.core).count();
+        report.boundary = g.notes().filter(|n| self.is_boundary(g, &n.id)).count();
+    }
+
+    /// Inserts the notes of an activation graph that are not resident (with all their stored
+    /// links, their forgetting state and their stored neighbour list) and touches every note
+    /// of it, in its BFS order (core, seeds, hop 1, hop 2, …).
+    pub(super) fn merge(
+        &mut self,
+        engine: &mut Engine,
+        store: &mut Store,
+        act: &MemoryGraph,
+        report: &mut ActivationReport,
+    ) -> Result<()> {
+        let pending = pending_by_source(act);
+        for n in act.notes() {
+            if engine.graph().get(&n.id).is_some() {
+                self.touch_one(n.id);
+                continue;
+            }
+            let Some(note) = full_note(act, &n.id, &pending) else {
+                continue;
+            };
+            let nb = stored_neighbours(store, &note.id)?;
+            let state = store.forget_state(&note.id)?;
+            let id = note.id;
+            let readable = note.readable_id.clone();
+            self.clean.insert(id, canonical(note.clone()));
+            engine.graph_mut().insert(note)?;
+            if let Some(s) = state {
+                // A stored state the engine refuses (out of range) is dropped, not fatal.
+                let _ = engine.set_forget_state(id, s);
+            }
+            self.nbrs.insert(id, nb);
+            self.touch_one(id);
+            report.loaded.push(readable);
+        }
+        Ok(())
+    }
+
+    /// Loads the one-hop neighbourhood of the boundary notes `ids`.
+    pub(super) fn expand_inner(
+        &mut self,
+        engine: &mut Engine,
+        store: &mut Store,
+        ids: &[MemoryId],
+        report: &mut ActivationReport,
+    ) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let act = store.activate(ids, 1, self.cfg.cap)?;
+        report.truncated |= act.truncated;
+        self.merge(engine, store, &act.graph, report)?;
+        report
+            .expanded
+            .extend(ids.iter().map(|id| engine.graph().readable_of(id)));
+        Ok(())
+    }
+}
+
+/// Ids of the memories, actions and self-knowledge of a recall result.
+pub(super) fn result_ids(r: &PipelineResult) -> Vec<MemoryId> {
+    r.memories
+        .iter()
+        .map(|m| m.id)
+        .chain(r.actions.iter().map(|a| a.id))
+        .chain(r.self_knowledge.iter().map(|a| a.id))
+        .collect()
+}

@@ -1,0 +1,229 @@
+//! Write-back in activation mode: the partial checkpoint, the index kept current, and the cap
+//! that releases the least recently activated notes (written first when they changed).
+
+use super::index::*;
+use super::stored::*;
+use super::*;
+use crate::cache::text_hash;
+use crate::engine::Engine;
+use crate::error::Result;
+use crate::model::{MemoryId, MemoryLink, MemoryNote};
+use crate::store::{Change, Store};
+use std::collections::HashSet;
+
+impl WorkingMemory {
+    /// Partial checkpoint of the whole working graph: forgetting states of resident notes,
+    /// then `extra` (so its changes win), then every resident note upserted with its complete
+    /// outgoing links (pending ones included), in ONE transaction ([`Store::upsert_notes`]);
+    /// stored notes that are not resident are never deleted — a note removed from the working
+    /// graph (e.g. merged away) must be deleted or archived through `extra`. Notes deleted by
+    /// `extra` are not written back, nor are links to them. Before writing, notes whose
+    /// primary text is new or changed are embedded; their vectors are written right after
+    /// (a second transaction — a derived cache) and the long-term index is updated. Notes
+    /// archived or deleted by `extra` leave the working graph and the index.
+    ///
+    /// Errors: a graph of another character, an embedder failure (nothing written), a store
+    /// failure (the note transaction wrote nothing).
+    ///
+    /// Complexity: O(resident notes + links) rows written plus embedding the changed texts.
+    pub fn checkpoint(
+        &mut self,
+        engine: &mut Engine,
+        store: &mut Store,
+        extra: &[Change],
+    ) -> Result<CheckpointReport> {
+        check_character(engine, store)?;
+        let mut deleted = self.deleted.clone();
+        deleted.extend(extra.iter().filter_map(|c| match c {
+            Change::DeleteNote(id) => Some(*id),
+            _ => None,
+        }));
+        let graph = engine.graph();
+        let pending = pending_by_source(graph);
+        let notes: Vec<MemoryNote> = graph
+            .notes()
+            .filter(|n| !deleted.contains(&n.id))
+            .filter_map(|n| full_note(graph, &n.id, &pending))
+            .map(|mut n| {
+                n.links.retain(|l| !deleted.contains(&l.to));
+                n
+            })
+            .collect();
+        let updates = self.index_updates(&notes)?;
+        let mut changes: Vec<Change> = engine
+            .forget_states()
+            .filter(|(id, _)| graph.get(id).is_some() && !deleted.contains(id))
+            .map(|(id, s)| Change::SetForgetState(*id, s.clone()))
+            .collect();
+        changes.sort_by_key(|c| match c {
+            Change::SetForgetState(id, _) => Some(*id),
+            _ => None,
+        });
+        changes.extend(extra.iter().cloned());
+        store.upsert_notes(&notes, &changes)?;
+        if !updates.is_empty() {
+            store.put_embeddings(&self.model, &updates)?;
+        }
+        for (id, h, v) in &updates {
+            self.index.upsert(*id, *h, v)?;
+        }
+        let report_notes = notes.len();
+        for n in notes {
+            self.clean.insert(n.id, canonical(n));
+        }
+        let mut gone: Vec<MemoryId> = Vec::new();
+        for ch in extra {
+            match ch {
+                Change::ArchiveNote(id) | Change::DeleteNote(id) => gone.push(*id),
+                _ => {}
+            }
+        }
+        for id in &gone {
+            self.index.remove(id);
+        }
+        let resident = |ids: &mut dyn Iterator<Item = &MemoryId>| -> Vec<MemoryId> {
+            ids.copied()
+                .filter(|id| engine.graph().get(id).is_some())
+                .collect()
+        };
+        // Links to an archived note stay (stored and pending, as the store keeps them); links
+        // to a deleted one go.
+        let archived = resident(&mut gone.iter().filter(|id| !deleted.contains(id)));
+        let removed = resident(&mut gone.iter().filter(|id| deleted.contains(id)));
+        self.remove_resident(engine, &archived, true);
+        self.remove_resident(engine, &removed, false);
+        self.deleted = deleted;
+        Ok(CheckpointReport {
+            notes: report_notes,
+            embedded: updates.len(),
+            dropped: gone.len(),
+        })
+    }
+
+    /// Vectors to (re-)write for `notes` whose primary text is not in the index as it is.
+    pub(super) fn index_updates(&self, notes: &[MemoryNote]) -> Result<Vec<VectorRow>> {
+        let mut ids = Vec::new();
+        let mut texts = Vec::new();
+        for n in notes {
+            if let Some(t) = primary_text(&n.mem_type) {
+                if self.index.hash_of(&n.id) != Some(&text_hash(&t)) {
+                    ids.push(n.id);
+                    texts.push(t);
+                }
+            }
+        }
+        let mut out = Vec::with_capacity(ids.len());
+        for (ci, chunk) in texts.chunks(self.cfg.embed_batch).enumerate() {
+            let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
+            let start = ci * self.cfg.embed_batch;
+            out.extend(embed_rows(
+                &self.embedder,
+                ids[start..start + chunk.len()].iter().copied(),
+                &refs,
+            )?);
+        }
+        Ok(out)
+    }
+
+    /// Releases least recently activated non-core notes until at most `cap` remain: the
+    /// changed ones (and the forgetting states of all) are written in one transaction first.
+    pub(super) fn release_over_cap(
+        &mut self,
+        engine: &mut Engine,
+        store: &mut Store,
+        report: &mut ActivationReport,
+    ) -> Result<()> {
+        let graph = engine.graph();
+        let mut non_core: Vec<(u64, std::cmp::Reverse<u64>, MemoryId)> = graph
+            .notes()
+            .filter(|n| !n.core)
+            .map(|n| {
+                let (t, s) = self.last.get(&n.id).copied().unwrap_or((0, 0));
+                (t, std::cmp::Reverse(s), n.id)
+            })
+            .collect();
+        if non_core.len() <= self.cfg.cap {
+            return Ok(());
+        }
+        let excess = non_core.len() - self.cfg.cap;
+        non_core.select_nth_unstable(excess - 1);
+        non_core.truncate(excess);
+        non_core.sort();
+        let victims: Vec<MemoryId> = non_core.into_iter().map(|(_, _, id)| id).collect();
+
+        let pending = pending_by_source(graph);
+        let mut write = Vec::new();
+        let mut states = Vec::new();
+        for id in &victims {
+            let Some(mut full) = full_note(graph, id, &pending) else {
+                continue;
+            };
+            full.links.retain(|l| !self.deleted.contains(&l.to));
+            if let Some(s) = engine.forget_state(id) {
+                states.push(Change::SetForgetState(*id, s.clone()));
+            }
+            let changed = self
+                .clean
+                .get(id)
+                .is_none_or(|c| *c != canonical(full.clone()));
+            if changed {
+                write.push(full);
+            }
+        }
+        let updates = self.index_updates(&write)?;
+        if !write.is_empty() || !states.is_empty() {
+            store.upsert_notes(&write, &states)?;
+        }
+        if !updates.is_empty() {
+            store.put_embeddings(&self.model, &updates)?;
+            for (id, h, v) in &updates {
+                self.index.upsert(*id, *h, v)?;
+            }
+        }
+        report.persisted += write.len();
+        for id in &victims {
+            report.released.push(engine.graph().readable_of(id));
+        }
+        self.remove_resident(engine, &victims, true);
+        Ok(())
+    }
+
+    /// Removes resident notes from the graph and the bookkeeping. With `keep_incoming`, links
+    /// from remaining notes to them go back to pending (MemoryGraph::remove drops them), so a
+    /// later write-back of the source keeps them.
+    pub(super) fn remove_resident(
+        &mut self,
+        engine: &mut Engine,
+        ids: &[MemoryId],
+        keep_incoming: bool,
+    ) {
+        if ids.is_empty() {
+            return;
+        }
+        let set: HashSet<MemoryId> = ids.iter().copied().collect();
+        let incoming: Vec<MemoryLink> = if keep_incoming {
+            engine
+                .graph()
+                .notes()
+                .filter(|n| !set.contains(&n.id))
+                .flat_map(|n| n.links.iter().filter(|l| set.contains(&l.to)).cloned())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let graph = engine.graph_mut();
+        for id in ids {
+            graph.remove(id);
+        }
+        for l in incoming {
+            // The source is resident and the intensity was valid: this only buffers.
+            let _ = graph.add_link(l);
+        }
+        for id in ids {
+            engine.clear_forget_state(id);
+            self.last.remove(id);
+            self.nbrs.remove(id);
+            self.clean.remove(id);
+        }
+    }
+}

@@ -1,0 +1,235 @@
+//! Working-memory activation (design: 工作记忆 is the activated subgraph of 长期记忆; the
+//! seed's Beta retrieval flow). A character's long-term memory lives in its [`Store`]; the
+//! [`Engine`] holds only a working subgraph of it, and [`WorkingMemory`] decides what is in it:
+//!
+//! 1. **Long-term vector index.** One vector per active stored note (its primary text, see
+//!    [`primary_text`]) for the embedder in use, kept in memory as one contiguous, L2-normalised
+//!    `f32` matrix and scanned brute-force. Built at [`WorkingMemory::open`] from the store's
+//!    `embeddings` table; notes without a vector for the model, or whose text hash
+//!    ([`crate::cache::text_hash`]) no longer matches, are embedded and written back in batches.
+//! 2. **Seeds.** The top-k notes per query vector ([`WorkingConfig::seeds_per_query`]).
+//! 3. **k-hop activation.** Seeds not yet in the working graph bring in their
+//!    [`WorkingConfig::k_hops`] neighbourhood through [`Store::activate`]. Links to notes not
+//!    loaded stay pending in the graph and attach when the target loads. Core notes are always
+//!    resident.
+//! 4. **Boundary.** A working note with an active stored neighbour that is not loaded is on the
+//!    boundary. When a recall result ([`WorkingMemory::recall`]) contains boundary notes, they
+//!    are expanded one hop and the recall is run once more IN THE SAME CALL, so PPR walks into
+//!    what it reached ([`WorkingConfig::rerun`]; off: the expansion serves the next recall);
+//!    a seed already resident on the boundary is expanded one hop by the activation too.
+//! 5. **Cap and release.** At most [`WorkingConfig::cap`] non-core notes stay resident; beyond
+//!    that the least recently activated ones are released — written to the store first when
+//!    they changed since they were loaded (one transaction, [`Store::upsert_notes`]), together
+//!    with their forgetting state — and removed from the graph. Links from resident notes to a
+//!    released note go back to pending, so nothing is lost on the next write-back.
+//!
+//! Write-back in activation mode must use [`WorkingMemory::checkpoint`] (a partial checkpoint
+//! that never deletes unloaded notes), never [`Store::checkpoint`], which would delete every
+//! stored note absent from the (partial) graph.
+//!
+//! Limits: the brute-force scan costs O(n·d) per query vector — about 0.8 ms at 10k × 512 and
+//! ~10 ms at 100k × 384 here — and the matrix takes n·d·4 bytes (150 MB at 100k × 384). It is
+//! meant for up to ~50k notes per character; beyond that use an ANN index (HNSW or IVF over the
+//! same matrix) or int8 rows (4× less memory bandwidth, as `FieldMatrix` does for similarity).
+//!
+//! Files: `index.rs` (the long-term vector index), `stored.rs` (what working memory reads
+//! from the store directly), `open.rs` (building the index and the working graph),
+//! `activate.rs` (seeds, k-hop activation, boundary expansion, recall) and `checkpoint.rs`
+//! (partial write-back, cap and release).
+
+mod activate;
+mod checkpoint;
+mod index;
+mod open;
+mod stored;
+#[cfg(test)]
+mod tests;
+
+use crate::engine::EmbedderChoice;
+use crate::error::{Error, Result};
+use crate::model::{MemoryId, MemoryNote, MemoryType, Situation};
+use index::LongTermIndex;
+use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, HashSet};
+
+/// Working-memory parameters. JSON: every field optional, unknown fields refused.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WorkingConfig {
+    /// Hops of neighbourhood a new seed brings in (both link directions). Default 2.
+    pub k_hops: usize,
+    /// Resident non-core notes at most (core notes are not counted). Default 1000.
+    pub cap: usize,
+    /// Seeds taken per query vector from the long-term index. Default 5.
+    pub seeds_per_query: usize,
+    /// Seeds must reach this cosine similarity (none = any). Model-dependent: e5 puts unrelated
+    /// texts around 0.7, the hash embedder around 0.
+    pub min_score: Option<f32>,
+    /// Texts per embedder call (and per embeddings transaction) when building the index.
+    /// Default 256.
+    pub embed_batch: usize,
+    /// Expand boundary notes reached by a recall (and resident boundary seeds). Default true.
+    pub expand_boundary: bool,
+    /// After such an expansion, run the recall again in the same call so PPR walks into the
+    /// new notes (default true). False: the expanded notes serve the NEXT recall, saving one
+    /// pipeline run (and one re-embedding of the working graph) per recall.
+    pub rerun: bool,
+}
+
+impl Default for WorkingConfig {
+    fn default() -> Self {
+        WorkingConfig {
+            k_hops: 2,
+            cap: 1000,
+            seeds_per_query: 5,
+            min_score: None,
+            embed_batch: 256,
+            expand_boundary: true,
+            rerun: true,
+        }
+    }
+}
+
+impl WorkingConfig {
+    /// Checks the ranges: `cap`, `seeds_per_query` and `embed_batch` at least 1, `k_hops` at
+    /// most 16, `min_score` finite.
+    pub fn validate(&self) -> Result<()> {
+        if self.cap == 0 {
+            return Err(Error::invalid_argument("cap", "must be at least 1"));
+        }
+        if self.seeds_per_query == 0 {
+            return Err(Error::invalid_argument(
+                "seeds_per_query",
+                "must be at least 1",
+            ));
+        }
+        if self.embed_batch == 0 {
+            return Err(Error::invalid_argument("embed_batch", "must be at least 1"));
+        }
+        if self.k_hops > 16 {
+            return Err(Error::invalid_argument(
+                "k_hops",
+                format!("must be at most 16, got {}", self.k_hops),
+            ));
+        }
+        if let Some(m) = self.min_score {
+            if !m.is_finite() {
+                return Err(Error::invalid_argument("min_score", "must be finite"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The text of a note that goes into the long-term index: semantic content, specific
+/// narrative, rendered abstract pattern, or procedure action (the primary field of
+/// [`crate::retrieval::node_texts`]); trimmed; `None` when empty.
+pub fn primary_text(mem_type: &MemoryType) -> Option<String> {
+    let t = match mem_type {
+        MemoryType::Semantic(s) => s.content.clone(),
+        MemoryType::Situation(Situation::SpecificSituation(s)) => s.narrative.clone(),
+        MemoryType::Situation(Situation::AbstractSituation(a)) => crate::model::abstract_text(a),
+        MemoryType::Procedure(p) => p.action.content.clone(),
+    };
+    let t = t.trim();
+    (!t.is_empty()).then(|| t.to_owned())
+}
+
+/// What [`WorkingMemory::open`] did to the long-term index.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct IndexReport {
+    /// Embedder (model id) of the index.
+    pub model: String,
+    /// Vector dimension.
+    pub dim: usize,
+    /// Active stored notes.
+    pub notes: usize,
+    /// Rows in the index (notes with a non-empty primary text).
+    pub vectors: usize,
+    /// Rows taken from the `embeddings` table as they were.
+    pub reused: usize,
+    /// Notes embedded now (no vector for the model, a changed text or a wrong dimension) and
+    /// written to the table.
+    pub embedded: usize,
+    /// Core notes put into the working graph.
+    pub core_loaded: usize,
+}
+
+/// One seed of an activation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Seed {
+    /// Identity.
+    pub id: MemoryId,
+    /// Readable id (the UUID text when the seed could not be loaded).
+    pub readable_id: String,
+    /// Cosine similarity to the best-matching query vector.
+    pub score: f32,
+}
+
+/// What one activation (or recall) did to the working graph. Notes by readable id.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct ActivationReport {
+    /// Seeds from the long-term index, best first.
+    pub seeds: Vec<Seed>,
+    /// Notes newly loaded into the working graph.
+    pub loaded: Vec<String>,
+    /// Boundary notes expanded one hop.
+    pub expanded: Vec<String>,
+    /// Notes released (least recently activated beyond the cap).
+    pub released: Vec<String>,
+    /// Released notes that had changed and were written to the store first.
+    pub persisted: usize,
+    /// Resident notes on the boundary afterwards.
+    pub boundary: usize,
+    /// Resident notes afterwards.
+    pub working_size: usize,
+    /// Resident non-core notes afterwards.
+    pub non_core: usize,
+    /// True when the cap cut a neighbourhood short.
+    pub truncated: bool,
+    /// True when a recall was run again after a boundary expansion.
+    pub rerun: bool,
+}
+
+/// What [`WorkingMemory::checkpoint`] wrote.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CheckpointReport {
+    /// Notes upserted (the whole working graph).
+    pub notes: usize,
+    /// Index rows (re-)embedded and written because a text was new or changed.
+    pub embedded: usize,
+    /// Notes archived or deleted by `extra` and dropped from the working graph and index.
+    pub dropped: usize,
+}
+
+/// The working-memory policy of one character over its [`Engine`] and [`Store`]. Holds the
+/// long-term index and the activation bookkeeping; the graph itself stays in the engine.
+pub struct WorkingMemory {
+    cfg: WorkingConfig,
+    embedder: EmbedderChoice,
+    model: String,
+    character: String,
+    index: LongTermIndex,
+    tick: u64,
+    seq: u64,
+    // (activation tick, touch sequence) of each resident note.
+    last: HashMap<MemoryId, (u64, u64)>,
+    // Active stored neighbours (both directions) of each resident note, read when it loaded.
+    nbrs: HashMap<MemoryId, Vec<MemoryId>>,
+    // The note as loaded (links complete, sorted by id): a release writes only changed notes.
+    clean: HashMap<MemoryId, MemoryNote>,
+    // Notes deleted through a checkpoint: links to them that still wait as pending in the
+    // graph are never written back.
+    deleted: HashSet<MemoryId>,
+}
+
+impl std::fmt::Debug for WorkingMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkingMemory")
+            .field("model", &self.model)
+            .field("character", &self.character)
+            .field("vectors", &self.index.len())
+            .field("cfg", &self.cfg)
+            .finish()
+    }
+}

@@ -1,0 +1,106 @@
+//! What working memory reads from the store directly (texts, neighbours) and the note forms
+//! it compares and writes back.
+
+use super::primary_text;
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::graph::MemoryGraph;
+use crate::model::{MemoryId, MemoryLink, MemoryNote, MemoryType};
+use crate::store::{db_err, Store};
+use std::collections::HashMap;
+
+pub(super) fn parse_uuid(store: &Store, s: &str) -> Result<MemoryId> {
+    uuid::Uuid::parse_str(s)
+        .map(MemoryId)
+        .map_err(|e| Error::Corrupt {
+            path: store.path().display().to_string(),
+            message: format!("bad note id {s:?}: {e}"),
+        })
+}
+
+/// Every active stored note with its primary text: (id, text, core).
+/// Complexity: O(notes) rows read, one payload parse each.
+pub(super) fn stored_texts(store: &Store) -> Result<Vec<(MemoryId, Option<String>)>> {
+    let p = store.path();
+    let mut st = store
+        .conn()
+        .prepare("SELECT id, payload FROM notes WHERE archived=0 ORDER BY pos")
+        .map_err(|e| db_err(p, e))?;
+    let mut rows = st.query([]).map_err(|e| db_err(p, e))?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next().map_err(|e| db_err(p, e))? {
+        let id: String = r.get(0).map_err(|e| db_err(p, e))?;
+        let payload: String = r.get(1).map_err(|e| db_err(p, e))?;
+        let mt: MemoryType = serde_json::from_str(&payload).map_err(|e| Error::Corrupt {
+            path: p.display().to_string(),
+            message: format!("note {id}: payload: {e}"),
+        })?;
+        out.push((parse_uuid(store, &id)?, primary_text(&mt)));
+    }
+    Ok(out)
+}
+
+/// Active stored neighbours of a note in both directions (deduplicated).
+/// Complexity: two indexed lookups.
+pub(super) fn stored_neighbours(store: &Store, id: &MemoryId) -> Result<Vec<MemoryId>> {
+    let p = store.path();
+    let mut st = store
+        .conn()
+        .prepare_cached(
+            "SELECT DISTINCT nb FROM (
+                SELECT l.to_id AS nb FROM links l JOIN notes n ON n.id = l.to_id
+                 WHERE l.from_id = ?1 AND n.archived = 0
+                UNION ALL
+                SELECT l.from_id AS nb FROM links l JOIN notes n ON n.id = l.from_id
+                 WHERE l.to_id = ?1 AND n.archived = 0)
+             WHERE nb <> ?1",
+        )
+        .map_err(|e| db_err(p, e))?;
+    let rows: Vec<String> = st
+        .query_map([id.to_string()], |r| r.get(0))
+        .and_then(|it| it.collect())
+        .map_err(|e| db_err(p, e))?;
+    rows.iter().map(|s| parse_uuid(store, s)).collect()
+}
+
+/// Pending links of `graph` grouped by source.
+pub(super) fn pending_by_source(graph: &MemoryGraph) -> HashMap<MemoryId, Vec<MemoryLink>> {
+    let mut out: HashMap<MemoryId, Vec<MemoryLink>> = HashMap::new();
+    for l in graph.pending_links() {
+        out.entry(l.from).or_default().push(l.clone());
+    }
+    out
+}
+
+/// A note with ALL its outgoing links (attached and pending), as the store keeps it.
+pub(super) fn full_note(
+    graph: &MemoryGraph,
+    id: &MemoryId,
+    pending: &HashMap<MemoryId, Vec<MemoryLink>>,
+) -> Option<MemoryNote> {
+    let mut n = graph.get(id)?.clone();
+    if let Some(p) = pending.get(id) {
+        n.links.extend(p.iter().cloned());
+    }
+    Some(n)
+}
+
+/// The comparison form of a note: links sorted by id (attach order is not meaningful).
+pub(super) fn canonical(mut n: MemoryNote) -> MemoryNote {
+    n.links.sort_by_key(|l| l.id);
+    n
+}
+
+pub(super) fn check_character(engine: &Engine, store: &Store) -> Result<()> {
+    if engine.graph().character() != store.character() {
+        return Err(Error::invalid_argument(
+            "graph",
+            format!(
+                "graph of {:?} with the store of {:?}",
+                engine.graph().character(),
+                store.character()
+            ),
+        ));
+    }
+    Ok(())
+}
