@@ -7,8 +7,8 @@
 
 use crate::error::{ok_or_error, NifError};
 use crate::graph::Handle;
-use chrono::{DateTime, Utc};
 use crate::term;
+use chrono::{DateTime, Utc};
 use rustler::{Env, Term};
 use serde_json::{json, Value};
 use soul_mem_core::engine::Engine;
@@ -152,7 +152,12 @@ fn forget_store_revision<'a>(
 /// {NoAction, MaskOnly, Revised}, mean_missing_degree, pruned: [{from, to, link_id,
 /// intensity, decayed_intensity}], archive: [readable id], states_updated}`.
 #[rustler::nif(schedule = "DirtyCpu")]
-fn forget_sweep<'a>(env: Env<'a>, handle: Handle, now_ms: i64, config: Option<Term<'a>>) -> Term<'a> {
+fn forget_sweep<'a>(
+    env: Env<'a>,
+    handle: Handle,
+    now_ms: i64,
+    config: Option<Term<'a>>,
+) -> Term<'a> {
     let result = (|| {
         let now = at(now_ms, "now")?;
         let mut engine = handle.write()?;

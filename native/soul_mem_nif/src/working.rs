@@ -47,7 +47,6 @@ impl WorkingResource {
     }
 }
 
-
 /// Runs `f` with the working memory, the engine (write lock) and the open store.
 fn with_all<T>(
     handle: &WorkingHandle,
