@@ -367,5 +367,4 @@ defmodule SoulMem.Forgetting do
 
   defp now_ms(other),
     do: raise(ArgumentError, "expected :now to be a DateTime, got: #{inspect(other)}")
-
 end
