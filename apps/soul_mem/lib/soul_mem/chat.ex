@@ -53,7 +53,7 @@ defmodule SoulMem.Chat do
       %{role: :user, content: text}
     ]
 
-    case SoulMem.LLM.chat(messages, opts[:llm]) do
+    case SoulMem.LLM.client().chat(messages, opts[:llm]) do
       {:ok, %{content: content}} ->
         opts[:on_event].({:reply, content})
         answer = %{role: :assistant, text: content, at: DateTime.utc_now()}

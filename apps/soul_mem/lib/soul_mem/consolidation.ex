@@ -250,7 +250,7 @@ defmodule SoulMem.Consolidation do
   end
 
   defp chat(prompt, llm) do
-    case SoulMem.LLM.chat(prompt, llm) do
+    case SoulMem.LLM.client().chat(prompt, llm) do
       {:ok, _} = ok -> ok
       {:error, reason} -> {:error, {:llm, reason}}
     end

@@ -299,7 +299,7 @@ defmodule SoulMem.Forgetting do
   defp revise_one(%Memory{ref: ref}, %{id: id, prompt: %{system: system, user: user}}, llm, now) do
     messages = [%{role: :system, content: system}, %{role: :user, content: user}]
 
-    with {:ok, %{content: answer}} <- SoulMem.LLM.chat(messages, llm),
+    with {:ok, %{content: answer}} <- SoulMem.LLM.client().chat(messages, llm),
          {:ok, out} <-
            Error.from_native(Native.forget_store_revision(ref, id, answer, now_ms(now), nil)),
          do: {:ok, out["visible_text"]}

@@ -20,6 +20,12 @@ defmodule SoulMem.LLM do
       `:llm_backoff_ms` (500) capped at `:llm_max_backoff_ms` (8000)
   """
 
+  @behaviour SoulMem.LLM.Client
+
+  @doc "The configured LLM client (app env `:llm_client`, default this module)."
+  @spec client() :: module()
+  def client, do: Application.get_env(:soul_mem, :llm_client, __MODULE__)
+
   require Logger
 
   alias SoulMem.JSON
@@ -77,6 +83,7 @@ defmodule SoulMem.LLM do
       such as older llama.cpp builds: `response_format: {type:
       "json_object"}` and the schema is appended to the system prompt).
   """
+  @impl true
   @spec chat([chat_message()], keyword()) ::
           {:ok, %{content: String.t(), raw: map()}} | {:error, error_reason()}
   def chat(messages, opts \\ []) do

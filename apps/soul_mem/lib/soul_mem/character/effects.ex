@@ -141,7 +141,7 @@ defmodule SoulMem.Character.Effects do
 
   defp effect({:run_summary, job_id, prompt}, server) do
     llm = server.settings.llm
-    run_task(server, {:summary, job_id}, fn -> SoulMem.LLM.chat(prompt, llm) end)
+    run_task(server, {:summary, job_id}, fn -> SoulMem.LLM.client().chat(prompt, llm) end)
   end
 
   defp effect({:run_maintenance, tasks, jobs}, %{state: state} = server) do

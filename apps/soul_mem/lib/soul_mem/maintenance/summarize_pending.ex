@@ -25,7 +25,7 @@ defmodule SoulMem.Maintenance.SummarizePending do
 
     jobs
     |> Enum.reduce_while({Window.summary(window), []}, fn job, {previous, done} ->
-      case SoulMem.LLM.chat(Window.prompt(job, previous), llm) do
+      case SoulMem.LLM.client().chat(Window.prompt(job, previous), llm) do
         {:ok, %{content: summary}} ->
           summary = String.trim(summary)
           {:cont, {summary, [{:summary_done, job.id, summary} | done]}}
