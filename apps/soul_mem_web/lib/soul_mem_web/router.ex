@@ -30,17 +30,6 @@ defmodule SoulMemWeb.Router do
 
   @json ~c"application/json; charset=utf-8"
 
-  @static %{
-    "index.html" => ~c"text/html; charset=utf-8",
-    "app.js" => ~c"text/javascript; charset=utf-8",
-    "app.css" => ~c"text/css; charset=utf-8",
-    "phoenix.js" => ~c"text/javascript; charset=utf-8"
-  }
-
-  # The npm install of the page's client (scripts/setup.sh); a copy under
-  # priv/static/vendor/ wins (releases).
-  @node_phoenix Path.expand("../../node_modules/phoenix/priv/static/phoenix.js", __DIR__)
-
   @api_posts %{
     "messages" => "message",
     "recall" => "recall",
@@ -235,8 +224,8 @@ defmodule SoulMemWeb.Router do
   defp route(_method, [".malformed-path"], _arg),
     do: json_error(Error.new(:invalid_path))
 
-  defp route(:GET, [], _arg), do: static("index.html")
-  defp route(:GET, ["assets", file], _arg) when is_map_key(@static, file), do: static(file)
+  defp route(:GET, [], _arg), do: static(["index.html"])
+  defp route(:GET, ["assets" | file], _arg), do: static(file)
 
   defp route(:GET, ["health"], _arg),
     do: json(200, Operations.json_safe(SoulMemWeb.Health.check()))
@@ -581,30 +570,19 @@ defmodule SoulMemWeb.Router do
 
   ## Responses
 
-  defp static(file) do
-    path =
-      if file == "phoenix.js" do
-        vendored = Path.join(static_dir(), "vendor/phoenix.js")
-        if File.regular?(vendored), do: vendored, else: @node_phoenix
-      else
-        Path.join(static_dir(), file)
-      end
-
-    case File.read(path) do
-      {:ok, content} ->
-        [
-          {:status, 200},
-          {:header, {~c"X-Content-Type-Options", "nosniff"}},
-          {:header, {:cache_control, "no-cache"}},
-          {:content, Map.fetch!(@static, file), content}
-        ]
-
-      {:error, _} ->
-        json_error(Error.new(:not_found, "#{file} is missing (run scripts/setup.sh)"))
+  defp static(segments) do
+    with {:ok, type, path} <- SoulMemWeb.Assets.lookup(segments),
+         {:ok, content} <- File.read(path) do
+      [
+        {:status, 200},
+        {:header, {~c"X-Content-Type-Options", "nosniff"}},
+        {:header, {:cache_control, "no-cache"}},
+        {:content, type, content}
+      ]
+    else
+      _ -> json_error(Error.new(:not_found, "no such asset (run scripts/setup.sh for npm ones)"))
     end
   end
-
-  defp static_dir, do: Path.join(:code.priv_dir(:soul_mem_web), "static")
 
   defp json(status, body) do
     [
