@@ -16,7 +16,8 @@ pub use super::bayes::{actions_from_sources, bayes_actions, softmax, ActionScore
 
 use super::bayes::{source_weights, top};
 use super::config::{AssociateWithActionConfig, FusionConfig};
-use super::embedding::{FieldKind, FieldProbe, QVec};
+use super::field_texts::FieldKind;
+use super::field_vectors::{FieldProbe, QVec};
 use super::fusion::calibrate_in_place;
 use super::index::RetrievalIndex;
 use super::query::{EmbeddedQuery, EmbeddedVariant};

@@ -2,7 +2,9 @@
 //! channel on identifiers, then floor and top-k.
 
 use super::config::{BlendWeights, SimilarityConfig};
-use super::embedding::{dot, FieldKind, FieldProbe, QVec};
+use super::dot::dot;
+use super::field_texts::FieldKind;
+use super::field_vectors::{FieldProbe, QVec};
 use super::index::RetrievalIndex;
 use super::query::{EmbeddedQuery, EmbeddedVariant, TimeRange};
 use crate::model::NodeKind;

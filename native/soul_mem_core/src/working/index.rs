@@ -5,7 +5,7 @@ use crate::cache::text_hash;
 use crate::engine::EmbedderChoice;
 use crate::error::{Error, Result};
 use crate::model::MemoryId;
-use crate::retrieval::embedding::dot;
+use crate::retrieval::dot::dot;
 use crate::retrieval::{EmbedKind, TextEmbedder};
 use std::collections::HashMap;
 
