@@ -21,7 +21,7 @@ use super::field_vectors::{FieldProbe, QVec};
 use super::fusion::calibrate_in_place;
 use super::index::RetrievalIndex;
 use super::query::{EmbeddedQuery, EmbeddedVariant};
-use super::similarity::{by_score, top_k};
+use super::top_k::{by_score, top_k};
 use std::collections::HashSet;
 
 /// Each habit's likeness to the query by position (NaN for other nodes): the best cosine of

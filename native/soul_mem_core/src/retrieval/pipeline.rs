@@ -12,8 +12,9 @@ use super::fusion::{
 use super::index::{EdgeDecay, RetrievalIndex};
 use super::ppr::{forward_push, Csr, PprParams};
 use super::query::{embed_query, EmbeddedQuery, QueryTexts, QueryVectors, SubQuery};
-use super::similarity::{by_score, similarity_channels, top_k};
+use super::similarity::similarity_channels;
 use super::text_embedder::TextEmbedder;
+use super::top_k::{by_score, top_k};
 use crate::error::{Error, Result};
 use crate::model::{MemoryId, NodeKind};
 use serde::{Deserialize, Serialize, Serializer};
