@@ -6,7 +6,7 @@
 
 use super::dot::{dot_q8, l2_normalise};
 use super::field_texts::{node_texts, FieldKind};
-use super::text_embedder::{EmbedKind, TextEmbedder};
+use super::text_embedder::{embed_distinct, EmbedKind, TextEmbedder};
 use crate::error::{Error, Result};
 use crate::graph::MemoryGraph;
 use crate::model::MemoryId;
@@ -353,22 +353,8 @@ impl NodeVectors {
     /// embedded once. Complexity: one embedder call over the distinct texts of the graph.
     pub fn embed_graph(graph: &MemoryGraph, embedder: &dyn TextEmbedder) -> Result<Self> {
         let per_node: Vec<Vec<(FieldKind, String)>> = graph.notes().map(node_texts).collect();
-        let mut distinct: HashMap<&str, usize> = HashMap::new();
-        let mut order: Vec<&str> = Vec::new();
-        for items in &per_node {
-            for (_, t) in items {
-                distinct.entry(t.as_str()).or_insert_with(|| {
-                    order.push(t.as_str());
-                    order.len() - 1
-                });
-            }
-        }
-        let vectors = if order.is_empty() {
-            Vec::new()
-        } else {
-            embedder.embed(&order, EmbedKind::Passage)?
-        };
-        Error::check_vector_count("embedder", vectors.len(), order.len())?;
+        let texts = per_node.iter().flatten().map(|(_, t)| t.as_str());
+        let (distinct, vectors) = embed_distinct(embedder, texts, EmbedKind::Passage)?;
         let mut out = NodeVectors::new(embedder.dim())?;
         for (note, items) in graph.notes().zip(&per_node) {
             let rows: Vec<(FieldKind, &str, &[f32])> = items

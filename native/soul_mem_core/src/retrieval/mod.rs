@@ -59,4 +59,4 @@ pub use ppr::{
 };
 pub use query::{embed_query, EmbeddedQuery, QueryTexts, QueryVariant, QueryVectors, SubQuery};
 pub use similarity::{similarity, similarity_channels, DenseChannels};
-pub use text_embedder::{EmbedKind, TextEmbedder};
+pub use text_embedder::{embed_distinct, EmbedKind, TextEmbedder};

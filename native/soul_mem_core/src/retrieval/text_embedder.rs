@@ -4,7 +4,8 @@
 //! the query/passage side of a text. It holds no vectors: the per-note vectors built through
 //! it are `field_vectors.rs`.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
+use std::collections::HashMap;
 
 /// Query or passage side of an asymmetric embedding model (BGE prepends an instruction to
 /// queries); symmetric models ignore it.
@@ -24,4 +25,34 @@ pub trait TextEmbedder {
     fn dim(&self) -> usize;
     /// One vector per input text, in order.
     fn embed(&self, texts: &[&str], kind: EmbedKind) -> Result<Vec<Vec<f32>>>;
+}
+
+/// What [`embed_distinct`] returns: each distinct text's index into the vectors, and the
+/// vectors in order of first appearance.
+pub type DistinctVectors<'t> = (HashMap<&'t str, usize>, Vec<Vec<f32>>);
+
+/// Embeds each distinct text of `texts` once, in one `embedder` call (none when there are no
+/// texts): the vectors in order of first appearance, and each text's index into them.
+///
+/// Errors when the embedder fails or returns another number of vectors than texts.
+pub fn embed_distinct<'t>(
+    embedder: &dyn TextEmbedder,
+    texts: impl IntoIterator<Item = &'t str>,
+    kind: EmbedKind,
+) -> Result<DistinctVectors<'t>> {
+    let mut distinct: HashMap<&str, usize> = HashMap::new();
+    let mut order: Vec<&str> = Vec::new();
+    for t in texts {
+        distinct.entry(t).or_insert_with(|| {
+            order.push(t);
+            order.len() - 1
+        });
+    }
+    let vectors = if order.is_empty() {
+        Vec::new()
+    } else {
+        embedder.embed(&order, kind)?
+    };
+    Error::check_vector_count("embedder", vectors.len(), order.len())?;
+    Ok((distinct, vectors))
 }

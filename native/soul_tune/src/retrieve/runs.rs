@@ -11,10 +11,9 @@ use soul_mem_core::engine::ModelEmbedder;
 use soul_mem_core::graph::MemoryGraph;
 use soul_mem_core::import::{import_file, ImportOptions};
 use soul_mem_core::retrieval::{
-    EmbedKind, HashEmbedder, NodeVectors, PipelineConfig, QueryTexts, QueryVectors, RetrievalIndex,
-    TextEmbedder,
+    embed_distinct, EmbedKind, HashEmbedder, NodeVectors, PipelineConfig, QueryTexts, QueryVectors,
+    RetrievalIndex, TextEmbedder,
 };
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -98,27 +97,8 @@ fn embed_queries(
         .iter()
         .map(|c| c.sub_queries.iter().map(QueryTexts::of).collect())
         .collect();
-    let mut distinct: HashMap<&str, usize> = HashMap::new();
-    let mut order: Vec<&str> = Vec::new();
-    for t in texts.iter().flatten() {
-        for (_, s) in &t.items {
-            distinct.entry(s.as_str()).or_insert_with(|| {
-                order.push(s.as_str());
-                order.len() - 1
-            });
-        }
-    }
-    let vecs = if order.is_empty() {
-        Vec::new()
-    } else {
-        emb.embed(&order, EmbedKind::Query)?
-    };
-    if vecs.len() != order.len() {
-        return Err(soul_mem_core::Error::invalid_argument(
-            "embedder",
-            format!("returned {} vectors for {} texts", vecs.len(), order.len()),
-        ));
-    }
+    let all = texts.iter().flatten().flat_map(|t| &t.items);
+    let (distinct, vecs) = embed_distinct(emb, all.map(|(_, s)| s.as_str()), EmbedKind::Query)?;
     Ok(texts
         .iter()
         .map(|case| {
