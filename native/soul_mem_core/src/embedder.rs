@@ -1,10 +1,12 @@
 //! The embedder a character's graph and queries go through: the sentence-embedding model
-//! (`embed/`) behind its persistent cache (`cache.rs`), or the lexical hash embedder; plus
-//! progress reporting and the bulk pool that embeds whole graphs without starving queries.
-//! (The per-field vectors built from these are `retrieval/embedding.rs`.)
+//! (`embed/`) behind its persistent cache (`embedding_cache.rs`), or the lexical hash embedder
+//! (`retrieval/hash_embedder.rs`); plus progress reporting and the bulk pool that embeds whole
+//! graphs without starving queries. Both implement `retrieval::TextEmbedder`
+//! (`retrieval/text_embedder.rs`); the per-field vectors built from their output are
+//! `retrieval/field_vectors.rs`.
 
-use crate::cache::{self, EmbeddingCache};
 use crate::embed::{Embedder, ModelSpec, TextKind};
+use crate::embedding_cache::{self, EmbeddingCache};
 use crate::error::{Error, Result};
 use crate::retrieval::{EmbedKind, HashEmbedder, TextEmbedder};
 use std::path::Path;
@@ -114,7 +116,8 @@ impl ModelEmbedder {
             return Ok(0);
         };
         let (text_kind, tag) = side(EmbedKind::Passage);
-        let mut missing = cache::lock(cache)?.missing(self.model.model_id(), tag, texts)?;
+        let mut missing =
+            embedding_cache::lock(cache)?.missing(self.model.model_id(), tag, texts)?;
         // Similar lengths in one chunk batch with little padding (1.5x the throughput of graph
         // order on mixed short and long texts).
         missing.sort_by_key(|t| t.chars().count());
@@ -122,7 +125,12 @@ impl ModelEmbedder {
         let mut done = 0;
         for part in missing.chunks(chunk.max(1)) {
             let computed = on_bulk_pool(|| self.model.embed(part, text_kind))?;
-            cache::lock(cache)?.store_computed(self.model.model_id(), tag, part, &computed)?;
+            embedding_cache::lock(cache)?.store_computed(
+                self.model.model_id(),
+                tag,
+                part,
+                &computed,
+            )?;
             done += part.len();
             report(done, missing.len());
         }
@@ -156,7 +164,9 @@ impl TextEmbedder for ModelEmbedder {
         };
         match &self.cache {
             None => compute(texts),
-            Some(cache) => cache::get_or_compute(cache, self.model.model_id(), tag, texts, compute),
+            Some(cache) => {
+                embedding_cache::get_or_compute(cache, self.model.model_id(), tag, texts, compute)
+            }
         }
     }
 }

@@ -2,10 +2,10 @@
 //! algorithms that run over it. Pure Rust, no rustler, so it is testable and benchable
 //! with plain cargo.
 
-pub mod cache;
 pub mod consolidate;
 pub mod embed;
 pub mod embedder;
+pub mod embedding_cache;
 pub mod engine;
 pub mod error;
 pub mod forget;

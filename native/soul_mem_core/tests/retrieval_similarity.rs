@@ -349,11 +349,10 @@ fn int8_scan_stays_close_to_exact_cosine() {
     for q in ["剑灵少女", "活泼的存在", "完全无关"] {
         let qv = e.embed_one(q);
         for k in [FieldKind::SemName, FieldKind::SemDescription] {
-            let exact =
-                soul_mem_core::retrieval::embedding::max_dot(&qv, nv.rows(k, 0), 384).unwrap();
+            let exact = soul_mem_core::retrieval::dot::max_dot(&qv, nv.rows(k, 0), 384).unwrap();
             let approx = nv
                 .max_dot_q8(
-                    &soul_mem_core::retrieval::embedding::QVec::new(qv.clone()),
+                    &soul_mem_core::retrieval::field_vectors::QVec::new(qv.clone()),
                     k,
                     0,
                 )
@@ -456,7 +455,8 @@ fn situation_queries_use_the_global_floor_without_a_0_5_cap() {
 #[test]
 fn field_scan_matches_per_node_kernel_bit_for_bit() {
     use soul_mem_core::model::MemoryType;
-    use soul_mem_core::retrieval::embedding::{l2_normalise, QVec};
+    use soul_mem_core::retrieval::dot::l2_normalise;
+    use soul_mem_core::retrieval::field_vectors::QVec;
     let notes: Vec<_> = (0..9000)
         .map(|i| {
             if i % 3 == 2 {

@@ -133,7 +133,7 @@ fn open_builds_the_index_and_reuses_stored_vectors() {
     .unwrap();
     assert_eq!((r.notes, r.vectors, r.reused, r.embedded), (21, 21, 20, 1));
     let (h, v) = s.embedding(&id("n3"), "hash-ngram-256").unwrap().unwrap();
-    assert_eq!(h, soul_mem_core::cache::text_hash("全新的文字"));
+    assert_eq!(h, soul_mem_core::embedding_cache::text_hash("全新的文字"));
     assert_eq!(v, HashEmbedder::new(DIM).unwrap().embed_one("全新的文字"));
 }
 

@@ -12,7 +12,7 @@ use crate::model::{
     LinkId, LinkKind, MemoryId, MemoryLink, MemoryLinkType, MemoryNote, MemoryType, NodeKind,
     SemMemory, Situation,
 };
-use crate::retrieval::embedding::l2_normalise;
+use crate::retrieval::dot::l2_normalise;
 use crate::retrieval::{EmbedKind, TextEmbedder};
 use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};

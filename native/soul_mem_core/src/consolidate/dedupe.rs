@@ -6,7 +6,7 @@ use super::induce::abstract_facet;
 use crate::error::Result;
 use crate::graph::MemoryGraph;
 use crate::model::{ConceptType, MemoryId, MemoryType, NodeKind, SemMemory, Situation};
-use crate::retrieval::embedding::dot;
+use crate::retrieval::dot::dot;
 use crate::retrieval::TextEmbedder;
 use chrono::{DateTime, Utc};
 use std::collections::{HashMap, HashSet};

@@ -11,7 +11,7 @@ use crate::model::{
     MemoryType, NodeKind, Participant, ProcMemLink, ProcMemory, Situation, SituationMemLink,
     SkillRecord, DEFAULT_INTENSITY,
 };
-use crate::retrieval::embedding::dot;
+use crate::retrieval::dot::dot;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// The facet of an abstract situation and its name.

@@ -1,4 +1,7 @@
-//! Local, CPU-only sentence embeddings (Chinese-capable), on candle + tokenizers.
+//! Local, CPU-only sentence embeddings (Chinese-capable), on candle + tokenizers: the model
+//! itself (load weights, tokenize, run the encoder, pool). It knows nothing of notes, fields or
+//! caching: `embedder.rs` puts it behind the persistent cache (`embedding_cache.rs`) as a
+//! `retrieval::TextEmbedder`, and `retrieval/field_vectors.rs` stores the vectors per field.
 //!
 //! Two model sources are supported:
 //!

@@ -16,11 +16,12 @@ pub use super::bayes::{actions_from_sources, bayes_actions, softmax, ActionScore
 
 use super::bayes::{source_weights, top};
 use super::config::{AssociateWithActionConfig, FusionConfig};
-use super::embedding::{FieldKind, FieldProbe, QVec};
+use super::field_texts::FieldKind;
+use super::field_vectors::{FieldProbe, QVec};
 use super::fusion::calibrate_in_place;
 use super::index::RetrievalIndex;
 use super::query::{EmbeddedQuery, EmbeddedVariant};
-use super::similarity::{by_score, top_k};
+use super::top_k::{by_score, top_k};
 use std::collections::HashSet;
 
 /// Each habit's likeness to the query by position (NaN for other nodes): the best cosine of

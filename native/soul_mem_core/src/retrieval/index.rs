@@ -3,11 +3,13 @@
 //! never walk the `MemoryGraph` itself.
 
 use super::config::AssociationConfig;
-use super::embedding::{environment_text, NodeVectors, TextEmbedder};
+use super::field_texts::environment_text;
+use super::field_vectors::NodeVectors;
 use super::lexical::LexicalIndex;
 use super::ppr::{dyn_weight, Csr, EdgeWeightParams, PprWorkspace};
 use super::query::Ident;
 use super::similarity::SimScratch;
+use super::text_embedder::TextEmbedder;
 use crate::error::{Error, Result};
 use crate::graph::MemoryGraph;
 use crate::model::{AbstractSituation, MemoryId, MemoryLinkType, MemoryType, NodeKind, Situation};

@@ -13,7 +13,7 @@
 //! replaced note's postings stay until the dead share passes one half, then the postings are
 //! compacted (amortised O(1) per change).
 
-use super::embedding::{node_texts, FieldKind};
+use super::field_texts::{node_texts, FieldKind};
 use crate::error::{Error, Result};
 use crate::graph::MemoryGraph;
 use crate::model::{MemoryId, MemoryNote, NodeKind};

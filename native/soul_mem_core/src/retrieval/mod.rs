@@ -11,18 +11,30 @@
 //! intensities before they become PPR weights; the engine always passes one, evaluated once
 //! per time bucket, and the index keeps the decayed matrix built from it (keyed by the
 //! decay's stamp, patched in place when a few factors change) so queries do not rebuild it.
+//!
+//! The embedding pieces here, by concept (not to be confused with `crate::embed`, the
+//! sentence-embedding model, nor `crate::embedding_cache`, its persistent cache):
+//! [`text_embedder`] (the trait every embedder implements), [`hash_embedder`] (the lexical
+//! stand-in for the model), [`field_texts`] (which text of a note is embedded, per field),
+//! [`field_vectors`] (the per-field vectors of a graph that similarity scans) and [`dot`]
+//! (the vector kernels they all use).
 
 pub mod actions;
 pub mod bayes;
 pub mod config;
-pub mod embedding;
+pub mod dot;
+pub mod field_texts;
+pub mod field_vectors;
 pub mod fusion;
+pub mod hash_embedder;
 pub mod index;
 pub mod lexical;
 pub mod pipeline;
 pub mod ppr;
 pub mod query;
 pub mod similarity;
+pub mod text_embedder;
+mod top_k;
 
 pub use actions::{actions_for, habit_likeness};
 pub use bayes::{actions_from_sources, bayes_actions, situation_sources, softmax, ActionScore};
@@ -31,8 +43,10 @@ pub use config::{
     DefaultPipelineConfig, FusionConfig, FusionMethod, PipelineConfig, ShortOnlyConfig,
     SimilarityConfig, TypePreference,
 };
-pub use embedding::{node_texts, EmbedKind, FieldKind, HashEmbedder, NodeVectors, TextEmbedder};
+pub use field_texts::{node_texts, FieldKind};
+pub use field_vectors::NodeVectors;
 pub use fusion::{calibrate, Channel};
+pub use hash_embedder::HashEmbedder;
 pub use index::{EdgeDecay, NodeMeta, RetrievalIndex};
 pub use lexical::LexicalIndex;
 pub use pipeline::{
@@ -45,3 +59,4 @@ pub use ppr::{
 };
 pub use query::{embed_query, EmbeddedQuery, QueryTexts, QueryVariant, QueryVectors, SubQuery};
 pub use similarity::{similarity, similarity_channels, DenseChannels};
+pub use text_embedder::{embed_distinct, EmbedKind, TextEmbedder};

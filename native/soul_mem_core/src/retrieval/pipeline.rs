@@ -6,14 +6,15 @@ use super::bayes::{actions_from_sources, situation_sources, top, ActionScore};
 use super::config::{
     AssociateWithActionConfig, AssociationConfig, FusionMethod, PipelineConfig, ShortOnlyConfig,
 };
-use super::embedding::TextEmbedder;
 use super::fusion::{
     bit, calibrate_in_place, channels_of, fuse_similarity, Channel, FusedSimilarity,
 };
 use super::index::{EdgeDecay, RetrievalIndex};
 use super::ppr::{forward_push, Csr, PprParams};
 use super::query::{embed_query, EmbeddedQuery, QueryTexts, QueryVectors, SubQuery};
-use super::similarity::{by_score, similarity_channels, top_k};
+use super::similarity::similarity_channels;
+use super::text_embedder::TextEmbedder;
+use super::top_k::{by_score, top_k};
 use crate::error::{Error, Result};
 use crate::model::{MemoryId, NodeKind};
 use serde::{Deserialize, Serialize, Serializer};

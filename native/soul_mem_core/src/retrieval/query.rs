@@ -1,7 +1,9 @@
 //! Retrieval queries in the seed's Query JSON shape, the texts they need embedded, and their
 //! embedded form.
 
-use super::embedding::{environment_text, event_text, EmbedKind, QVec, TextEmbedder};
+use super::field_texts::{environment_text, event_text};
+use super::field_vectors::QVec;
+use super::text_embedder::{EmbedKind, TextEmbedder};
 use crate::error::{Error, Result};
 use crate::model::null_default;
 use chrono::{DateTime, Utc};
@@ -390,7 +392,7 @@ impl EmbeddedQuery {
                 ));
             }
             let mut v = v.clone();
-            super::embedding::l2_normalise(&mut v);
+            super::dot::l2_normalise(&mut v);
             let v = QVec::new(v);
             match (&mut variant, *slot) {
                 (_, QuerySlot::Tag(_)) => tags.push(v),

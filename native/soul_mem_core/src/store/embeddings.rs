@@ -5,7 +5,7 @@ use super::*;
 
 impl Store {
     /// Stores the embedding of a note under `model`, with the SHA-256 of the embedded text (so
-    /// a changed text is detected; see [`crate::cache::text_hash`]).
+    /// a changed text is detected; see [`crate::embedding_cache::text_hash`]).
     pub fn put_embedding(
         &mut self,
         id: &MemoryId,

@@ -1,11 +1,11 @@
 //! The in-memory long-term vector index: one L2-normalised row per active stored note,
 //! contiguous, scanned brute-force; and the batched embedding of missing rows.
 
-use crate::cache::text_hash;
+use crate::embedding_cache::text_hash;
 use crate::engine::EmbedderChoice;
 use crate::error::{Error, Result};
 use crate::model::MemoryId;
-use crate::retrieval::embedding::dot;
+use crate::retrieval::dot::dot;
 use crate::retrieval::{EmbedKind, TextEmbedder};
 use std::collections::HashMap;
 

@@ -6,7 +6,8 @@
 //!    [`primary_text`]) for the embedder in use, kept in memory as one contiguous, L2-normalised
 //!    `f32` matrix and scanned brute-force. Built at [`WorkingMemory::open`] from the store's
 //!    `embeddings` table; notes without a vector for the model, or whose text hash
-//!    ([`crate::cache::text_hash`]) no longer matches, are embedded and written back in batches.
+//!    ([`crate::embedding_cache::text_hash`]) no longer matches, are embedded and written
+//!    back in batches.
 //! 2. **Seeds.** The top-k notes per query vector ([`WorkingConfig::seeds_per_query`]).
 //! 3. **k-hop activation.** Seeds not yet in the working graph bring in their
 //!    [`WorkingConfig::k_hops`] neighbourhood through [`Store::activate`]. Links to notes not

@@ -4,7 +4,7 @@
 use super::index::*;
 use super::stored::*;
 use super::*;
-use crate::cache::text_hash;
+use crate::embedding_cache::text_hash;
 use crate::engine::{EmbedderChoice, Engine};
 use crate::error::Result;
 use crate::model::MemoryId;

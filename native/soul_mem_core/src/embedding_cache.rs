@@ -1,4 +1,7 @@
-//! Persistent embedding cache on SQLite.
+//! Persistent embedding cache on SQLite: the model's output vectors (from `embed/`) stored
+//! per exact text, so an unchanged text is never embedded twice. It keeps vectors of single
+//! texts, not of notes: the per-field vectors of a graph are `retrieval::field_vectors`, built
+//! in memory from what the embedder (`embedder.rs`) returns through this cache.
 //!
 //! Entries are keyed by (model id incl. version, text kind / prefix, SHA-256 of the exact text) —
 //! never by anything else. (The seed keyed its cache by implementation version only, so it went
