@@ -12,6 +12,7 @@ pub mod forget;
 pub mod graph;
 pub mod import;
 pub mod model;
+pub mod neighbourhood;
 pub mod recalled;
 pub mod retrieval;
 pub mod rng;

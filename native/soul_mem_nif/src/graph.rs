@@ -206,3 +206,71 @@ fn live_graph_handles() -> usize {
 fn debug_panic(message: String) -> bool {
     panic!("debug_panic: {message}")
 }
+
+/// A note of a neighbourhood (see `soul_mem_core::neighbourhood`).
+#[derive(rustler::NifMap)]
+struct NeighbourNote {
+    id: String,
+    kind: String,
+    content: String,
+    core: bool,
+    hops: usize,
+}
+
+/// A link of a neighbourhood.
+#[derive(rustler::NifMap)]
+struct NeighbourLink {
+    from: String,
+    to: String,
+    kind: String,
+    intensity: f64,
+}
+
+/// Notes and links of a neighbourhood.
+#[derive(rustler::NifMap)]
+struct Neighbourhood {
+    notes: Vec<NeighbourNote>,
+    links: Vec<NeighbourLink>,
+}
+
+/// The notes within `hops` links of `ids` (readable ids or UUIDs; unknown ones skipped), at
+/// most `max_notes`, and the links among them: `%{notes: [%{id, kind, content, core, hops}],
+/// links: [%{from, to, kind, intensity}]}`.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn graph_neighbourhood<'a>(
+    env: Env<'a>,
+    handle: Handle,
+    ids: Vec<String>,
+    hops: usize,
+    max_notes: usize,
+) -> Term<'a> {
+    let result = handle.read().map(|engine| {
+        let graph = engine.graph();
+        let start: Vec<_> = ids.iter().filter_map(|id| graph.resolve(id)).collect();
+        let n = soul_mem_core::neighbourhood::neighbourhood(graph, &start, hops, max_notes);
+        Neighbourhood {
+            notes: n
+                .notes
+                .into_iter()
+                .map(|x| NeighbourNote {
+                    id: x.id,
+                    kind: x.kind.to_owned(),
+                    content: x.content,
+                    core: x.core,
+                    hops: x.hops,
+                })
+                .collect(),
+            links: n
+                .links
+                .into_iter()
+                .map(|l| NeighbourLink {
+                    from: l.from,
+                    to: l.to,
+                    kind: l.kind.to_owned(),
+                    intensity: l.intensity,
+                })
+                .collect(),
+        }
+    });
+    ok_or_error(env, result)
+}

@@ -3,7 +3,7 @@
 //! Anything that may take over ~1 ms runs on a dirty scheduler.
 
 mod consolidate;
-mod embedding;
+mod embedder;
 mod error;
 mod forget;
 mod graph;

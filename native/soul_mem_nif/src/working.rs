@@ -5,7 +5,7 @@
 //! takes only that handle. Locks are taken working → graph → store (the graph → store order
 //! of the store NIFs). Structured arguments and results are maps with string keys (`term.rs`).
 
-use crate::embedding::loaded_model;
+use crate::embedder::loaded_model;
 use crate::error::{ok_or_error, NifError};
 use crate::graph::Handle;
 use crate::recall::{decode_forgetting, run_exclusive, RecallRequest};

@@ -60,7 +60,9 @@ defmodule SoulMem.LLM do
     :max_backoff,
     :json_schema,
     :json_mode,
-    :config
+    :config,
+    :on_delta,
+    :params
   ]
 
   @doc "The httpc profile every request goes through."
@@ -81,7 +83,15 @@ defmodule SoulMem.LLM do
       `response_format: {type: "json_schema", ...}`;
     * `:json_mode` — `:json_schema` (default) or `:json_object` (for servers
       such as older llama.cpp builds: `response_format: {type:
-      "json_object"}` and the schema is appended to the system prompt).
+      "json_object"}` and the schema is appended to the system prompt);
+    * `:on_delta` — a 1-arity function: the answer is streamed (`stream:
+      true`, server-sent events) and each new piece of text is passed to it
+      as it arrives (`SoulMem.LLM.Stream`); the result is the whole answer as
+      without it. A failure before the first piece is retried like any
+      other; after it, the call fails (a retry would repeat text);
+    * `:params` — further request fields sent as they are (`"stop"`,
+      `"top_p"`, a frontend's `"temperature"` …; string keys), over the
+      configured ones.
   """
   @impl true
   @spec chat([chat_message()], keyword()) ::
@@ -94,7 +104,12 @@ defmodule SoulMem.LLM do
     with :ok <- check_config(config),
          {:ok, messages} <- normalize_messages(messages),
          {:ok, body} <- build_body(config, messages, opts) do
-      request(config, body, 0)
+      body = Map.merge(body, Keyword.get(opts, :params) || %{})
+
+      case Keyword.get(opts, :on_delta) do
+        nil -> request(config, body, 0, &do_request/2)
+        on_delta -> request(config, body, 0, &SoulMem.LLM.Stream.request(&1, &2, on_delta))
+      end
     end
   end
 
@@ -168,10 +183,14 @@ defmodule SoulMem.LLM do
 
   ## HTTP
 
-  defp request(config, body, attempt) do
-    case do_request(config, body) do
+  defp request(config, body, attempt, send) do
+    case send.(config, body) do
       {:ok, _} = ok ->
         ok
+
+      # Part of a streamed answer went out: a retry would repeat it.
+      {:error, {:after_delta, reason}} ->
+        {:error, reason}
 
       {:error, reason} = error ->
         if retryable?(reason) and attempt < config.retries do
@@ -183,7 +202,7 @@ defmodule SoulMem.LLM do
           )
 
           Process.sleep(delay)
-          request(config, body, attempt + 1)
+          request(config, body, attempt + 1, send)
         else
           error
         end
@@ -191,17 +210,7 @@ defmodule SoulMem.LLM do
   end
 
   defp do_request(config, body) do
-    url = String.trim_trailing(config.base_url, "/") <> "/chat/completions"
-    headers = [{~c"accept", ~c"application/json"} | auth_header(config)]
-
-    http_opts = [
-      timeout: config.timeout,
-      connect_timeout: config.connect_timeout,
-      ssl: ssl_opts(url),
-      autoredirect: false
-    ]
-
-    request = {String.to_charlist(url), headers, ~c"application/json", JSON.encode!(body)}
+    {request, http_opts} = http_request(config, body, ~c"application/json")
 
     case :httpc.request(:post, request, http_opts, [body_format: :binary], @profile) do
       {:ok, {{_, 200, _}, _headers, resp}} ->
@@ -215,6 +224,24 @@ defmodule SoulMem.LLM do
     end
   catch
     :exit, reason -> {:error, {:connect, {:exit, reason}}}
+  end
+
+  @doc false
+  # The httpc request and options of one chat completion (shared with
+  # SoulMem.LLM.Stream).
+  @spec http_request(Config.t(), map(), charlist()) :: {tuple(), keyword()}
+  def http_request(config, body, accept) do
+    url = String.trim_trailing(config.base_url, "/") <> "/chat/completions"
+    headers = [{~c"accept", accept} | auth_header(config)]
+
+    http_opts = [
+      timeout: config.timeout,
+      connect_timeout: config.connect_timeout,
+      ssl: ssl_opts(url),
+      autoredirect: false
+    ]
+
+    {{String.to_charlist(url), headers, ~c"application/json", JSON.encode!(body)}, http_opts}
   end
 
   defp auth_header(%Config{api_key: key}) when is_binary(key) and key != "",
@@ -233,7 +260,10 @@ defmodule SoulMem.LLM do
 
   defp ssl_opts(_url), do: []
 
-  defp parse(resp) do
+  @doc false
+  # A whole (non-streamed) completion: its first choice's content.
+  @spec parse(binary()) :: {:ok, %{content: String.t(), raw: map()}} | {:error, error_reason()}
+  def parse(resp) do
     case JSON.decode(resp) do
       {:ok, %{"choices" => [%{"message" => %{"content" => content}} | _]} = raw}
       when is_binary(content) ->
@@ -251,9 +281,11 @@ defmodule SoulMem.LLM do
     end
   end
 
-  defp classify(:timeout), do: :timeout
-  defp classify({:failed_connect, _} = reason), do: {:connect, reason}
-  defp classify(reason), do: {:connect, reason}
+  @doc false
+  @spec classify(term()) :: error_reason()
+  def classify(:timeout), do: :timeout
+  def classify({:failed_connect, _} = reason), do: {:connect, reason}
+  def classify(reason), do: {:connect, reason}
 
   defp retryable?({:http_status, status, _}), do: status == 429 or status >= 500
   defp retryable?({:connect, _}), do: true
@@ -263,8 +295,10 @@ defmodule SoulMem.LLM do
   defp backoff(config, attempt),
     do: SoulMem.Backoff.delay(attempt, config.backoff, config.max_backoff)
 
-  defp truncate(binary) when byte_size(binary) > 500, do: binary_part(binary, 0, 500)
-  defp truncate(binary), do: binary
+  @doc false
+  @spec truncate(binary()) :: binary()
+  def truncate(binary) when byte_size(binary) > 500, do: binary_part(binary, 0, 500)
+  def truncate(binary), do: binary
 
   defp truncate_term(term), do: inspect(term, limit: 20, printable_limit: 500)
 

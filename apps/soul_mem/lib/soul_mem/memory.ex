@@ -179,6 +179,20 @@ defmodule SoulMem.Memory do
   defp note_json(_note), do: {:error, Error.new(:invalid_json, "expected a note map or JSON")}
 
   @doc """
+  The notes within `hops` links of `ids` (either direction; unknown ids are
+  skipped), at most `max_notes` (nearest first), and the links among them:
+  `%{notes: [%{id, kind, content, core, hops}], links: [%{from, to, kind,
+  intensity}]}` — the graph a page draws around a recall.
+  """
+  @spec neighbourhood(t(), [note_id()], non_neg_integer(), pos_integer()) ::
+          {:ok, map()} | {:error, Error.t()}
+  def neighbourhood(%__MODULE__{ref: ref}, ids, hops \\ 1, max_notes \\ 60)
+      when is_list(ids) and is_integer(hops) and hops >= 0 and is_integer(max_notes) and
+             max_notes > 0 do
+    ref |> Native.graph_neighbourhood(ids, hops, max_notes) |> wrap()
+  end
+
+  @doc """
   Exports the whole graph as a Graph JSON binary.
   """
   @spec export_json(t()) :: {:ok, binary()} | {:error, Error.t()}

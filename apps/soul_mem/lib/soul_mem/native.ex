@@ -32,6 +32,8 @@ defmodule SoulMem.Native do
 
   # DirtyCpu
   def graph_export_json(_graph), do: :erlang.nif_error(:nif_not_loaded)
+  # DirtyCpu, typed: %{notes: [...], links: [...]}
+  def graph_neighbourhood(_graph, _ids, _hops, _max_notes), do: :erlang.nif_error(:nif_not_loaded)
 
   def debug_panic(_message), do: :erlang.nif_error(:nif_not_loaded)
 

@@ -21,6 +21,12 @@ defmodule SoulMem.FakeLLM do
   #   :hang               never answers (the client times out)
   #   {:after, ms, step}  waits `ms`, then answers as `step`
   #   :close              closes the connection without answering
+  #   {:stream, chunks}   200 server-sent events, one chunk of content each,
+  #                       then [DONE] ({:stream, chunks, ms}: ms between them)
+  #   {:broken_stream, chunks}  the chunks, then a malformed event
+  #
+  # A {:reply, content} to a request with "stream": true is streamed in
+  # chunks of two characters.
 
   use GenServer
 
@@ -133,7 +139,7 @@ defmodule SoulMem.FakeLLM do
         end
 
       step = GenServer.call(server, {:request, %{path: path, headers: headers, body: decoded}})
-      answer(socket, step)
+      answer(socket, streamed(step, decoded))
     end
   end
 
@@ -174,6 +180,27 @@ defmodule SoulMem.FakeLLM do
     end
   end
 
+  defp streamed({:reply, content}, %{"stream" => true}),
+    do: {:stream, content |> String.graphemes() |> Enum.chunk_every(2) |> Enum.map(&Enum.join/1)}
+
+  defp streamed(step, _body), do: step
+
+  defp answer(socket, {:stream, chunks}), do: answer(socket, {:stream, chunks, 0})
+
+  defp answer(socket, {:stream, chunks, ms}) do
+    stream_head(socket)
+    for chunk <- chunks, do: sse(socket, delta(chunk), ms)
+    sse(socket, "[DONE]", 0)
+    stream_end(socket)
+  end
+
+  defp answer(socket, {:broken_stream, chunks}) do
+    stream_head(socket)
+    for chunk <- chunks, do: sse(socket, delta(chunk), 0)
+    sse(socket, "{not json", 0)
+    stream_end(socket)
+  end
+
   defp answer(socket, {:reply, content}) do
     body =
       SoulMem.JSON.encode!(%{
@@ -206,6 +233,33 @@ defmodule SoulMem.FakeLLM do
     receive do
       :never -> :ok
     end
+  end
+
+  defp delta(text) do
+    SoulMem.JSON.encode!(%{
+      "id" => "chatcmpl-fake",
+      "object" => "chat.completion.chunk",
+      "choices" => [%{"index" => 0, "delta" => %{"content" => text}, "finish_reason" => nil}]
+    })
+  end
+
+  defp stream_head(socket) do
+    :gen_tcp.send(
+      socket,
+      "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n" <>
+        "transfer-encoding: chunked\r\nconnection: close\r\n\r\n"
+    )
+  end
+
+  defp sse(socket, data, ms) do
+    if ms > 0, do: Process.sleep(ms)
+    event = "data: " <> data <> "\n\n"
+    :gen_tcp.send(socket, [Integer.to_string(byte_size(event), 16), "\r\n", event, "\r\n"])
+  end
+
+  defp stream_end(socket) do
+    :gen_tcp.send(socket, "0\r\n\r\n")
+    :gen_tcp.close(socket)
   end
 
   defp respond(socket, code, body) do

@@ -1,5 +1,5 @@
-//! Embedding NIFs: load the model process-wide, embed a graph with progress (or prefill the
-//! model's cache ahead of it), embed texts.
+//! Embedder NIFs (the model of `soul_mem_core::embedder`): load the model process-wide, embed
+//! a graph with progress (or prefill the model's cache ahead of it), embed texts.
 
 use crate::error::{ok_or_error, NifError};
 use crate::graph::Handle;
