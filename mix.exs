@@ -27,7 +27,7 @@ defmodule SoulMem.Umbrella.MixProject do
       soul_mem: [
         applications: [soul_mem: :permanent, soul_mem_web: :permanent],
         include_executables_for: [:unix],
-        steps: [:assemble, &copy_demo_character/1, &copy_yaws_headers/1]
+        steps: [:assemble, &copy_demo_character/1, &copy_yaws_headers/1, &copy_page_vendor/1]
       ]
     ]
   end
@@ -39,6 +39,22 @@ defmodule SoulMem.Umbrella.MixProject do
     dest = Path.join([release.path, "lib", "soul_mem-#{vsn}", "priv", "characters"])
     File.mkdir_p!(dest)
     File.cp!("fixtures/characters/demo.json", Path.join(dest, "demo.json"))
+    release
+  end
+
+  # The page's npm libraries (phoenix.js, cytoscape) ship inside the release,
+  # so it serves the page without the checkout's node_modules.
+  defp copy_page_vendor(release) do
+    vsn = release.applications[:soul_mem_web][:vsn]
+    dest = Path.join([release.path, "lib", "soul_mem_web-#{vsn}", "priv", "static", "vendor"])
+    File.mkdir_p!(dest)
+
+    for {name, source} <- SoulMemWeb.Assets.vendor_files() do
+      if File.regular?(source),
+        do: File.cp!(source, Path.join(dest, name)),
+        else: Mix.raise("#{source} is missing: run scripts/setup.sh (npm ci) before mix release")
+    end
+
     release
   end
 

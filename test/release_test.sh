@@ -68,6 +68,13 @@ operator=$(sed -n 's/.*operator token.*: \([A-Za-z0-9_-]\{20,\}\)$/\1/p' "$work/
 [[ $(status -H "Authorization: Bearer dev-operator" "http://127.0.0.1:$port/api/operator/tokens") == 403 ]] ||
   fail "dev-operator opens the operator API of a release"
 
+# The page and its npm libraries are served from the release itself.
+for asset in / /assets/app.js /assets/i18n.js /assets/phoenix.js /assets/vendor/cytoscape.min.js; do
+  [[ $(status "http://127.0.0.1:$port$asset") == 200 ]] || fail "the release does not serve $asset"
+done
+[[ -f "$rel/lib/soul_mem_web-0.1.0/priv/static/vendor/cytoscape.min.js" ]] ||
+  fail "cytoscape is not inside the release"
+
 # A page of another site cannot open the socket, even with the right token.
 ws=(-H "Connection: Upgrade" -H "Upgrade: websocket" -H "Sec-WebSocket-Version: 13"
   -H "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==")

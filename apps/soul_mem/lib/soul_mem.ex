@@ -151,6 +151,56 @@ defmodule SoulMem do
   def whereis(id), do: SoulMem.Characters.whereis(id)
 
   @doc """
+  Starts one chat turn (`turn/3` with `stream: true`) in a task of the
+  runtime and returns its reference at once; every step arrives at
+  `notify` (default the caller) as `{:soul_mem_turn, ref, event}`
+  (`SoulMem.Chat`'s events: `{:recalled, recall}`, `{:reply_delta, text}`,
+  `{:reply, text}`, `{:reply_stored, result}`, `{:reply_failed, reason}`),
+  then `{:soul_mem_turn, ref, {:done, {:ok, turn} | {:error, reason}}}`.
+  The turn runs to its end (the reply is kept) even when `notify` is gone.
+  Options as `turn/3`, plus `:notify`.
+  """
+  @spec start_turn(String.t() | pid(), String.t(), keyword()) :: {:ok, reference()}
+  def start_turn(character, text, opts \\ []) when is_binary(text) do
+    {notify, opts} = Keyword.pop(opts, :notify, self())
+    ref = make_ref()
+    on_event = &send(notify, {:soul_mem_turn, ref, &1})
+
+    {:ok, _pid} =
+      Task.Supervisor.start_child(SoulMem.TaskSupervisor, fn ->
+        result = SoulMem.Chat.turn(character, text, [stream: true, on_event: on_event] ++ opts)
+        send(notify, {:soul_mem_turn, ref, {:done, result}})
+      end)
+
+    {:ok, ref}
+  end
+
+  @doc """
+  The conversation as the character sees it now: `%{messages: [%{role, text,
+  at}], summary}` — the visible window (pending messages included) and the
+  cumulative summary. What a page shows after a reload.
+  """
+  @spec history(String.t() | pid()) :: {:ok, map()} | {:error, term()}
+  def history(character) do
+    with {:ok, window} <- SoulMem.Character.window(character) do
+      {:ok, %{messages: SoulMem.Window.visible(window), summary: SoulMem.Window.summary(window)}}
+    end
+  end
+
+  @doc """
+  The notes within `hops` links (default 1) of the notes `ids`, at most
+  `max_notes` (default 60), and the links among them (`SoulMem.Memory.neighbourhood/4`).
+  """
+  @spec neighbourhood(String.t() | pid(), [String.t()], keyword()) ::
+          {:ok, map()} | {:error, term()}
+  def neighbourhood(character, ids, opts \\ []) when is_list(ids) do
+    opts = Keyword.validate!(opts, hops: 1, max_notes: 60)
+
+    with {:ok, memory} <- SoulMem.Character.memory(character),
+         do: SoulMem.Memory.neighbourhood(memory, ids, opts[:hops], opts[:max_notes])
+  end
+
+  @doc """
   Whether character `id` has a store under `data_dir` (default: the
   configured data directory), running or not.
   """

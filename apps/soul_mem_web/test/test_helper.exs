@@ -1,3 +1,5 @@
+Code.require_file("support/streaming_llm.ex", __DIR__)
+
 # The Node client tests need node and `npm ci` (scripts/setup.sh); the page
 # test needs Debian's chromium. Outside CI they are skipped when missing; in
 # CI (CI=true) they always run, and fail when something is missing.

@@ -6,8 +6,9 @@ defmodule SoulMem.Chat do
   character's reply with the rendered context, then push the reply into the window too.
   Without an LLM the turn still recalls (SoulMem's own job); the reply is `nil`.
 
-  Each step is reported to `:on_event` as it happens: `{:recalled, recall}`, then
-  `{:reply, text}` and `{:reply_stored, :ok | {:error, reason}}`, or `{:reply_failed,
+  Each step is reported to `:on_event` as it happens: `{:recalled, recall}`, then (with
+  `stream: true`) `{:reply_delta, text}` for each piece of the reply as the LLM sends it,
+  then `{:reply, text}` and `{:reply_stored, :ok | {:error, reason}}`, or `{:reply_failed,
   reason}`.
   """
 
@@ -20,12 +21,19 @@ defmodule SoulMem.Chat do
   config), `false` to skip the reply; `:timeout` — character call timeout (default 30 s: the
   first recall may embed the graph); `:partner` — who is talking to the character (a name;
   small models confuse who did what without it); `:on_event` — a 1-arity function called
-  with each step's event (see the moduledoc).
+  with each step's event (see the moduledoc); `:stream` — stream the reply (default
+  `false`).
   """
   @spec turn(String.t() | pid(), String.t(), keyword()) :: {:ok, turn()} | {:error, term()}
   def turn(character, text, opts \\ []) when is_binary(text) do
     opts =
-      Keyword.validate!(opts, [:partner, llm: [], timeout: 30_000, on_event: fn _ -> :ok end])
+      Keyword.validate!(opts, [
+        :partner,
+        llm: [],
+        timeout: 30_000,
+        stream: false,
+        on_event: fn _ -> :ok end
+      ])
 
     if String.trim(text) == "" do
       {:error, :empty_text}
@@ -53,7 +61,12 @@ defmodule SoulMem.Chat do
       %{role: :user, content: text}
     ]
 
-    case SoulMem.LLM.client().chat(messages, opts[:llm]) do
+    llm =
+      if opts[:stream],
+        do: Keyword.put(opts[:llm], :on_delta, &opts[:on_event].({:reply_delta, &1})),
+        else: opts[:llm]
+
+    case SoulMem.LLM.client().chat(messages, llm) do
       {:ok, %{content: content}} ->
         opts[:on_event].({:reply, content})
         answer = %{role: :assistant, text: content, at: DateTime.utc_now()}
@@ -71,14 +84,16 @@ defmodule SoulMem.Chat do
   end
 
   @doc """
-  The system prompt for the character's reply: who it is (core memories), who it is talking
-  to (`partner`, when known) and the rendered context block.
+  The system prompt for the character's reply — its persona: who it is (name and
+  self-description from its self note, `sem_self`), who it is talking to (`partner`, when
+  known) and the rendered context block (memories, behaviour tendencies, summary, recent
+  turns).
   """
   @spec system_prompt(SoulMem.recall_result(), String.t() | nil) :: String.t()
   def system_prompt(recall, partner \\ nil) do
-    name =
-      Enum.find_value(recall.core, "这个角色", fn item ->
-        if item.id == "sem_self", do: item.content |> String.split("：") |> hd()
+    {name, description} =
+      Enum.find_value(recall.core, {"这个角色", nil}, fn item ->
+        if item.id == "sem_self", do: self_description(item.content)
       end)
 
     talking_to =
@@ -86,9 +101,19 @@ defmodule SoulMem.Chat do
         do: "正在和你说话的是#{partner}（对话里的“用户”就是#{partner}）。",
         else: ""
 
+    about = if description, do: "关于你：#{description}\n", else: ""
+
     "你是#{name}。" <>
       talking_to <>
       "请始终以#{name}的身份、用第一人称和自然的口语回答，" <>
-      "只使用下面的记忆与对话，不要编造记忆里没有的经历。\n\n" <> recall.context
+      "只使用下面的记忆与对话，不要编造记忆里没有的经历。\n" <> about <> "\n" <> recall.context
+  end
+
+  # The self note reads "名字：描述".
+  defp self_description(content) do
+    case String.split(content, "：", parts: 2) do
+      [name, description] -> {name, String.trim(description)}
+      [name] -> {name, nil}
+    end
   end
 end

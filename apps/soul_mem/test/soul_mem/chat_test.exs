@@ -71,4 +71,28 @@ defmodule SoulMem.ChatTest do
     {:ok, window} = Character.window(ctx.id)
     assert SoulMem.Window.visible(window) == []
   end
+
+  test "a streamed turn reports each piece of the reply before the whole", ctx do
+    FakeLLM.script(ctx.server, [{:stream, ["记得", "呀，", "那天下雨"]}])
+    test = self()
+
+    assert {:ok, %{reply: "记得呀，那天下雨"}} =
+             Chat.turn(ctx.id, "还记得吗？",
+               llm: ctx.llm,
+               stream: true,
+               on_event: &send(test, {:turn_event, &1})
+             )
+
+    assert_received {:turn_event, {:recalled, _}}
+    assert_received {:turn_event, {:reply_delta, "记得"}}
+    assert_received {:turn_event, {:reply_delta, "呀，"}}
+    assert_received {:turn_event, {:reply_delta, "那天下雨"}}
+    assert_received {:turn_event, {:reply, "记得呀，那天下雨"}}
+    assert_received {:turn_event, {:reply_stored, :ok}}
+
+    # The persona names the character and carries its self-description.
+    assert_received {:fake_llm, %{body: %{"stream" => true, "messages" => [system | _]}}}
+    assert system["content"] =~ "你是小红"
+    assert system["content"] =~ "关于你："
+  end
 end

@@ -11,7 +11,8 @@ defmodule SoulMemWeb.Assets do
   # Libraries served from the checkout's node_modules when priv/static/vendor
   # has no copy: the file under /assets/vendor/ and its path in node_modules.
   @vendor %{
-    "phoenix.js" => "phoenix/priv/static/phoenix.js"
+    "phoenix.js" => "phoenix/priv/static/phoenix.js",
+    "cytoscape.min.js" => "cytoscape/dist/cytoscape.min.js"
   }
 
   @types %{
@@ -24,6 +25,15 @@ defmodule SoulMemWeb.Assets do
   }
 
   @node_modules Path.expand("../../node_modules", __DIR__)
+
+  @doc """
+  The npm files the page loads, by their name under `/assets/vendor/`, with
+  their path in the checkout's node_modules (a release copies them into its
+  `priv/static/vendor/`).
+  """
+  @spec vendor_files() :: %{String.t() => Path.t()}
+  def vendor_files,
+    do: Map.new(@vendor, fn {name, path} -> {name, Path.join(@node_modules, path)} end)
 
   @doc """
   The file for the asset path segments (`["app.js"]`, `["vendor",

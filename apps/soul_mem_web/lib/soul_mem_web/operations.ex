@@ -6,8 +6,11 @@ defmodule SoulMemWeb.Operations do
   as JSON-ready maps.
 
   Operations (the channel event names): `message`, `recall`, `turn` (push,
-  recall and the character's LLM reply: `SoulMem.turn/3`), `feedback`,
-  `control`, `note:get`, `note:put`, `export`, `import`. A payload with a
+  recall and the character's LLM reply: `SoulMem.turn/3`), `history` (the
+  visible window and summary), `graph` (the neighbourhood of some notes),
+  `feedback`, `control`, `note:get`, `note:put`, `export`, `import`. The
+  streamed `chat` turn runs outside (`chat_args/1` checks its payload):
+  the channel and the HTTP API stream its events. A payload with a
   wrong shape is refused before the runtime is called, so nothing changes.
   """
 
@@ -17,7 +20,8 @@ defmodule SoulMemWeb.Operations do
 
   @type result :: {:ok, map()} | {:error, Error.t()}
 
-  @operations ~w(message recall turn feedback control note:get note:put export import)
+  @operations ~w(message recall turn history graph feedback control note:get note:put export import)
+  @max_graph_ids 50
   @tasks %{
     "consolidate" => :consolidate,
     "persist" => :persist,
@@ -110,6 +114,30 @@ defmodule SoulMemWeb.Operations do
     end
   end
 
+  defp op("history", id, payload) do
+    with {:ok, _p} <- shape(payload, []),
+         {:ok, history} <- SoulMem.history(id) do
+      {:ok,
+       %{
+         "messages" => Enum.map(history.messages, &json_safe/1),
+         "summary" => history.summary
+       }}
+    end
+  end
+
+  defp op("graph", id, payload) do
+    with {:ok, p} <- shape(payload, required: ["ids"], optional: ["hops"]),
+         :ok <- graph_ids(p["ids"]),
+         {:ok, hops} <- hops(p["hops"]),
+         {:ok, n} <- SoulMem.neighbourhood(id, p["ids"], hops: hops) do
+      {:ok,
+       %{
+         "nodes" => Enum.map(n.notes, &json_safe/1),
+         "links" => Enum.map(n.links, &json_safe/1)
+       }}
+    end
+  end
+
   defp op("feedback", id, payload) do
     with {:ok, p} <- shape(payload, required: ["note_id", "value"]),
          :ok <- SoulMem.feedback(id, p["note_id"], p["value"]) do
@@ -177,6 +205,49 @@ defmodule SoulMemWeb.Operations do
     SoulMem.stop(id)
     :ok
   end
+
+  defp graph_ids(ids) when is_list(ids) and length(ids) <= @max_graph_ids do
+    if Enum.all?(ids, &(is_binary(&1) and byte_size(&1) <= 256)),
+      do: :ok,
+      else: {:error, Error.new(:invalid_payload, "ids must be note ids (strings)")}
+  end
+
+  defp graph_ids(_ids),
+    do: {:error, Error.new(:invalid_payload, "ids must be a list of at most #{@max_graph_ids}")}
+
+  defp hops(nil), do: {:ok, 1}
+  defp hops(h) when h in [0, 1, 2], do: {:ok, h}
+  defp hops(_), do: {:error, Error.new(:invalid_payload, "hops must be 0, 1 or 2")}
+
+  @doc """
+  Checks a `chat` payload (`{text, partner?}`): `{:ok, text, opts}` for
+  `SoulMem.start_turn/3`, or the error to answer with (nothing runs).
+  """
+  @spec chat_args(term()) :: {:ok, String.t(), keyword()} | {:error, Error.t()}
+  def chat_args(payload) do
+    with {:ok, p} <- shape(payload, required: ["text"], optional: ["partner"]),
+         :ok <- if(is_binary(p["text"]), do: :ok, else: {:error, Error.new(:invalid_text)}),
+         :ok <- if(String.trim(p["text"]) != "", do: :ok, else: {:error, Error.new(:empty_text)}),
+         :ok <- string_or_nil(p["partner"], "partner") do
+      {:ok, p["text"], partner: p["partner"]}
+    end
+  end
+
+  @doc """
+  The error a failed reply of a chat turn is shown with: `llm_not_configured`
+  (no LLM set up: says how to get one) or `llm_unavailable`.
+  """
+  @spec reply_error(String.t(), term()) :: map()
+  def reply_error(_id, :not_configured) do
+    %{
+      "code" => "llm_not_configured",
+      "message" =>
+        "no LLM is configured: set SOUL_MEM_LLM_BASE_URL to an OpenAI-compatible server, " <>
+          "or start one with scripts/run.sh --llm"
+    }
+  end
+
+  def reply_error(id, reason), do: llm_error(id, reason)
 
   defp llm_error(_id, nil), do: nil
 

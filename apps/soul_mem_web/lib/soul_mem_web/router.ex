@@ -36,7 +36,8 @@ defmodule SoulMemWeb.Router do
     "turn" => "turn",
     "feedback" => "feedback",
     "control" => "control",
-    "import" => "import"
+    "import" => "import",
+    "chat" => :chat
   }
 
   @doc """
@@ -237,9 +238,11 @@ defmodule SoulMemWeb.Router do
          {:ok, token} <- authorize(arg, id),
          :ok <- charge(arg, :token, token),
          {:ok, op, payload} <- api(method, rest, arg) do
-      case Operations.run(id, op, payload) do
-        {:ok, body} -> json(200, body)
-        {:error, error} -> json_error(error)
+      case op do
+        # Which character the token opens, without starting it (the page's check).
+        :token -> json(200, %{"character" => id})
+        :chat -> chat(arg, id, payload)
+        _ -> id |> Operations.run(op, payload) |> respond()
       end
     else
       {:error, %Error{} = error} -> json_error(error)
@@ -259,6 +262,33 @@ defmodule SoulMemWeb.Router do
     do: json_error(Error.new(:method_not_allowed))
 
   defp route(_method, _path, _arg), do: json_error(Error.new(:not_found))
+
+  # A chat turn: server-sent events when the client asks for them, else the
+  # whole turn as one JSON answer (the `turn` operation).
+  defp chat(arg, id, payload) do
+    if String.contains?(
+         to_string(Yaws.headers(Yaws.arg(arg, :headers), :accept)),
+         "text/event-stream"
+       ) do
+      case SoulMemWeb.ChatStream.start(Yaws.arg(arg, :pid), id, payload) do
+        {:ok, _producer} ->
+          [
+            {:status, 200},
+            {:header, {:cache_control, "no-store"}},
+            {:header, {~c"X-Content-Type-Options", "nosniff"}},
+            {:streamcontent, "text/event-stream", ""}
+          ]
+
+        {:error, error} ->
+          json_error(error)
+      end
+    else
+      id |> Operations.run("turn", payload) |> respond()
+    end
+  end
+
+  defp respond({:ok, body}), do: json(200, body)
+  defp respond({:error, error}), do: json_error(error)
 
   defp api(:POST, [action], arg) when is_map_key(@api_posts, action) do
     op = Map.fetch!(@api_posts, action)
@@ -290,6 +320,7 @@ defmodule SoulMemWeb.Router do
   end
 
   defp api(:GET, ["export"], _arg), do: {:ok, "export", %{}}
+  defp api(:GET, ["token"], _arg), do: {:ok, :token, %{}}
 
   defp api(_method, [action], _arg) when is_map_key(@api_posts, action) or action == "export",
     do: {:error, Error.new(:method_not_allowed)}

@@ -11,7 +11,14 @@ defmodule SoulMemWeb.Socket do
   the channel; `heartbeat` on topic `phoenix` is answered. Other events are
   the operations of `SoulMemWeb.Operations`, answered with `phx_reply`.
   The character's `summary_updated` and `consolidated` events are pushed to
-  every channel of that character. A channel whose token is revoked is
+  every channel of that character.
+
+  `chat` `{text}` runs a streamed turn (`SoulMem.start_turn/3`) beside the
+  socket: its `phx_reply` comes once the message is stored and recalled
+  (`{turn, recall}`; an error reply means nothing was stored), then the
+  channel gets `reply_delta` `{turn, text}` pieces and `reply_done` `{turn,
+  text}` or `reply_error` `{turn, error}`. At most two turns run per socket
+  at once (`busy` past it). A channel whose token is revoked is
   closed (`phx_close`) when the token store says so, and refused at its
   next push in any case.
 
@@ -28,6 +35,8 @@ defmodule SoulMemWeb.Socket do
   alias SoulMemWeb.Protocol.Message
 
   @forwarded_events [:summary_updated, :consolidated]
+  # Streamed chat turns one socket may run at once.
+  @max_turns 2
   @max_character_bytes 128
 
   @typedoc "The connection's state."
@@ -36,7 +45,9 @@ defmodule SoulMemWeb.Socket do
           channels: %{
             String.t() => %{join_ref: String.t() | nil, character: String.t(), token: term()}
           },
-          characters: %{String.t() => %{pid: pid(), mref: reference()}}
+          characters: %{String.t() => %{pid: pid(), mref: reference()}},
+          turns: %{reference() => map()},
+          turn_seq: non_neg_integer()
         }
 
   @type frames :: [{:text, binary()}]
@@ -49,7 +60,7 @@ defmodule SoulMemWeb.Socket do
     if is_binary(token),
       do: Registry.register(SoulMemWeb.Socket.Registry, Tokens.digest(token), nil)
 
-    {:ok, %{token: token, channels: %{}, characters: %{}}}
+    {:ok, %{token: token, channels: %{}, characters: %{}, turns: %{}, turn_seq: 0}}
   end
 
   @doc """
@@ -171,6 +182,19 @@ defmodule SoulMemWeb.Socket do
     end
   end
 
+  defp run(%Message{event: "chat", payload: payload} = m, character, state) do
+    with :ok <- turn_slot(state),
+         {:ok, text, opts} <- Operations.chat_args(payload),
+         {:ok, state} <- subscribe(state, character) do
+      {:ok, ref} = SoulMem.start_turn(character, text, opts)
+      turn = state.turn_seq + 1
+      entry = %{message: m, turn: turn, character: character, replied: false}
+      {:noreply, %{state | turns: Map.put(state.turns, ref, entry), turn_seq: turn}}
+    else
+      {:error, %Error{} = error} -> {:reply, [reply_error(m, error)], state}
+    end
+  end
+
   defp run(%Message{event: event, payload: payload} = m, character, state) do
     if event in Operations.names() do
       # Resubscribes after a character crash (it is started again here).
@@ -258,6 +282,18 @@ defmodule SoulMemWeb.Socket do
     if frames == [], do: {:noreply, state}, else: {:reply, frames, state}
   end
 
+  defp info({:soul_mem_turn, ref, event}, state) when is_map_key(state.turns, ref) do
+    entry = state.turns[ref]
+    {frames, entry} = turn_frames(event, entry)
+
+    state =
+      if match?({:done, _}, event),
+        do: %{state | turns: Map.delete(state.turns, ref)},
+        else: %{state | turns: Map.put(state.turns, ref, entry)}
+
+    if frames == [], do: {:noreply, state}, else: {:reply, frames, state}
+  end
+
   defp info({:DOWN, mref, :process, _pid, _reason}, state) do
     characters =
       state.characters
@@ -291,6 +327,39 @@ defmodule SoulMemWeb.Socket do
     state = unsubscribe(%{state | channels: channels}, channel.character)
     {text(Protocol.close(channel.join_ref, topic)), state}
   end
+
+  ## Chat turns
+
+  defp turn_slot(%{turns: turns}) when map_size(turns) >= @max_turns,
+    do: {:error, Error.new(:busy, "a reply is still coming; wait for it")}
+
+  defp turn_slot(_state), do: :ok
+
+  # The push is answered once its message is stored and recalled.
+  defp turn_frames({:recalled, recall}, entry) do
+    body = %{"turn" => entry.turn, "recall" => Operations.render_recall(recall)}
+    {[reply_ok(entry.message, body)], %{entry | replied: true}}
+  end
+
+  defp turn_frames({:reply_delta, text}, entry),
+    do: {[turn_push(entry, "reply_delta", %{"text" => text})], entry}
+
+  defp turn_frames({:reply, text}, entry),
+    do: {[turn_push(entry, "reply_done", %{"text" => text})], entry}
+
+  defp turn_frames({:reply_failed, reason}, entry) do
+    error = Operations.reply_error(entry.character, reason)
+    {[turn_push(entry, "reply_error", %{"error" => error})], entry}
+  end
+
+  # Failed before its message was stored: the push's own error reply.
+  defp turn_frames({:done, {:error, reason}}, %{replied: false} = entry),
+    do: {[reply_error(entry.message, Error.from(reason))], entry}
+
+  defp turn_frames(_event, entry), do: {[], entry}
+
+  defp turn_push(%{message: m, turn: turn}, event, body),
+    do: text(Protocol.push(m.join_ref, m.topic, event, Map.put(body, "turn", turn)))
 
   ## Helpers
 

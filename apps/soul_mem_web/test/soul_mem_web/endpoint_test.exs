@@ -333,4 +333,69 @@ defmodule SoulMemWeb.EndpointTest do
       end
     end
   end
+
+  describe "chat over HTTP" do
+    setup do
+      SoulMemWeb.TestEnv.put(:soul_mem, :llm_client, SoulMemWeb.StreamingLLM)
+      id = "http-chat-#{System.unique_integer([:positive])}"
+      {:ok, token} = SoulMemWeb.Tokens.create(id)
+
+      on_exit(fn ->
+        SoulMemWeb.Tokens.revoke(id)
+        SoulMem.Characters.stop(id)
+      end)
+
+      %{id: id, auth: [{~c"authorization", to_charlist("Bearer " <> token)}]}
+    end
+
+    defp events(body) do
+      for block <- String.split(body, "\n\n", trim: true) do
+        ["event: " <> event, "data: " <> data] = String.split(block, "\n")
+        {event, SoulMem.JSON.decode!(data)}
+      end
+    end
+
+    test "server-sent events: recalled, the reply in pieces, then whole", ctx do
+      url = to_charlist(ctx.base <> "/api/characters/#{ctx.id}/chat")
+      headers = [{~c"accept", ~c"text/event-stream"} | ctx.auth]
+      body = SoulMem.JSON.encode!(%{"text" => "你好呀"})
+
+      {:ok, {{_, 200, _}, resp_headers, resp}} =
+        :httpc.request(:post, {url, headers, ~c"application/json", body}, [timeout: 10_000],
+          body_format: :binary
+        )
+
+      assert to_string(:proplists.get_value(~c"content-type", resp_headers)) =~
+               "text/event-stream"
+
+      [{"recalled", %{"recall" => recall}} | rest] = events(resp)
+      assert recall["context"] =~ "你好呀"
+      deltas = for {"reply_delta", %{"text" => t}} <- rest, do: t
+      assert Enum.join(deltas) == SoulMemWeb.StreamingLLM.reply()
+      assert {"reply_done", %{"text" => full}} = List.last(rest)
+      assert {:ok, %{messages: [_, %{text: ^full}]}} = SoulMem.history(ctx.id)
+    end
+
+    test "without event-stream the turn is one JSON answer; bad input stores nothing", ctx do
+      url = ctx.base <> "/api/characters/#{ctx.id}/chat"
+
+      assert {200, %{"reply" => reply, "memories" => _}} =
+               post(url, SoulMem.JSON.encode!(%{"text" => "在吗"}), ctx.auth)
+
+      assert reply == SoulMemWeb.StreamingLLM.reply()
+
+      assert {422, %{"error" => _}} = post(url, SoulMem.JSON.encode!(%{"text" => " "}), ctx.auth)
+      assert {400, %{"error" => _}} = post(url, SoulMem.JSON.encode!(%{"txt" => "x"}), ctx.auth)
+      assert {:ok, %{messages: [_, _]}} = SoulMem.history(ctx.id)
+    end
+
+    test "the token check answers which character a token opens", ctx do
+      assert {200, _, body} = get(ctx.base <> "/api/characters/#{ctx.id}/token", ctx.auth)
+      assert SoulMem.JSON.decode!(body) == %{"character" => ctx.id}
+      assert {401, _, _} = get(ctx.base <> "/api/characters/#{ctx.id}/token")
+      assert {403, _, _} = get(ctx.base <> "/api/characters/demo/token", ctx.auth)
+      # Checking a token does not start the character.
+      assert SoulMem.whereis(ctx.id) == nil
+    end
+  end
 end

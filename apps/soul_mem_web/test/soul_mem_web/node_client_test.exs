@@ -120,8 +120,15 @@ defmodule SoulMemWeb.NodeClientTest do
     File.rm(shot)
     operator = Application.fetch_env!(:soul_mem_web, :operator_token)
 
+    # The demo answers with the scripted, streamed reply.
+    SoulMemWeb.TestEnv.put(:soul_mem, :llm_client, SoulMemWeb.StreamingLLM)
+
     result =
-      node!("page.js", [{"SOUL_SCREENSHOT", shot}, {"SOUL_OPERATOR_TOKEN", operator} | env])
+      node!("page.js", [
+        {"SOUL_SCREENSHOT", shot},
+        {"SOUL_OPERATOR_TOKEN", operator},
+        {"SOUL_LLM_REPLY", SoulMemWeb.StreamingLLM.reply()} | env
+      ])
 
     assert result["rows"] > 0
 
@@ -131,5 +138,11 @@ defmodule SoulMemWeb.NodeClientTest do
     end
 
     IO.puts("\n  page screenshots: #{shot}, #{result["operator_screenshot"]}")
+  end
+
+  @tag :chromium
+  test "the page against a stand-in server: loading join, streamed pieces, graph, restore",
+       %{env: env} do
+    node!("page_protocol.js", env)
   end
 end

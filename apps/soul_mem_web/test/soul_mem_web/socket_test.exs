@@ -250,4 +250,90 @@ defmodule SoulMemWeb.SocketTest do
 
     assert {:reply, [{:text, _}], ^state} = Socket.handle_message({:binary, <<1, 2>>}, state)
   end
+
+  describe "chat" do
+    setup do
+      SoulMemWeb.TestEnv.put(:soul_mem, :llm_client, SoulMemWeb.StreamingLLM)
+      :ok
+    end
+
+    # Feeds the turn's events to the socket, as yaws would, until the turn ends.
+    defp run_turn(state, frames \\ []) do
+      receive do
+        {:soul_mem_turn, _ref, event} = info ->
+          {new, state} =
+            case Socket.handle_info(info, state) do
+              {:reply, out, state} ->
+                {Enum.map(out, fn {:text, f} -> SoulMem.JSON.decode!(f) end), state}
+
+              {:noreply, state} ->
+                {[], state}
+            end
+
+          if match?({:done, _}, event),
+            do: {frames ++ new, state},
+            else: run_turn(state, frames ++ new)
+      after
+        10_000 -> flunk("the turn did not end")
+      end
+    end
+
+    test "the push is answered once stored and recalled; the reply streams, then is whole",
+         %{state: state, topic: topic, id: id} do
+      {_, state} = join(state, topic)
+      assert {[], state} = send_frame(state, ["1", "5", topic, "chat", %{"text" => "还记得麻辣烫吗？"}])
+      {frames, state} = run_turn(state)
+
+      assert [["1", "5", ^topic, "phx_reply", %{"status" => "ok", "response" => reply}] | rest] =
+               frames
+
+      # A new character knows nothing yet; its context holds the message.
+      assert %{"turn" => 1, "recall" => %{"memories" => [], "context" => context}} = reply
+      assert context =~ "还记得麻辣烫吗？"
+      deltas = for [_, nil, ^topic, "reply_delta", %{"turn" => 1, "text" => t}] <- rest, do: t
+      assert length(deltas) > 2
+      assert Enum.join(deltas) == SoulMemWeb.StreamingLLM.reply()
+      assert ["1", nil, ^topic, "reply_done", %{"turn" => 1, "text" => full}] = List.last(rest)
+      assert full == SoulMemWeb.StreamingLLM.reply()
+
+      {:ok, history} = SoulMem.history(id)
+      assert Enum.map(history.messages, & &1.text) == ["还记得麻辣烫吗？", full]
+      assert state.turns == %{}
+    end
+
+    test "no LLM: the message is kept and the reply error says how to get one",
+         %{state: state, topic: topic, id: id} do
+      SoulMemWeb.TestEnv.put(:soul_mem, :scripted_llm_error, :not_configured)
+      {_, state} = join(state, topic)
+      {[], state} = send_frame(state, ["1", "6", topic, "chat", %{"text" => "在吗"}])
+      {frames, _state} = run_turn(state)
+
+      assert ["1", "6", ^topic, "phx_reply", %{"status" => "ok"}] = hd(frames)
+
+      assert ["1", nil, ^topic, "reply_error", %{"error" => %{"code" => "llm_not_configured"}}] =
+               List.last(frames)
+
+      assert {:ok, %{messages: [%{text: "在吗"}]}} = SoulMem.history(id)
+    end
+
+    test "bad payloads are refused and store nothing; a third running turn is busy",
+         %{state: state, topic: topic, id: id} do
+      {_, state} = join(state, topic)
+
+      for payload <- [%{}, %{"text" => ""}, %{"text" => 1}, %{"text" => "x", "bogus" => 1}] do
+        assert {[["1", "7", ^topic, "phx_reply", %{"status" => "error"}]], _} =
+                 send_frame(state, ["1", "7", topic, "chat", payload])
+      end
+
+      assert {:ok, %{messages: []}} = SoulMem.history(id)
+
+      {[], state} = send_frame(state, ["1", "8", topic, "chat", %{"text" => "一"}])
+      {[], state} = send_frame(state, ["1", "9", topic, "chat", %{"text" => "二"}])
+
+      assert {[["1", "10", ^topic, "phx_reply", %{"status" => "error", "response" => r}]], _} =
+               send_frame(state, ["1", "10", topic, "chat", %{"text" => "三"}])
+
+      assert r["reason"] == "busy"
+    end
+  end
 end
