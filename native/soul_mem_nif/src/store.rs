@@ -333,6 +333,14 @@ fn store_window_update<'a>(
     ok_or_error(env, result)
 }
 
+/// Drops the window messages with `seq >= from_seq` (a turn taken back to be edited or
+/// regenerated); returns how many. Durable when this returns.
+#[rustler::nif(schedule = "DirtyIo")]
+fn store_retract_messages<'a>(env: Env<'a>, handle: StoreHandle, from_seq: i64) -> Term<'a> {
+    let result = with_store(&handle, |store| Ok(store.retract_messages(from_seq)?));
+    ok_or_error(env, result)
+}
+
 /// Appends feedback (`+1` / `-1`) on a note of the graph. Durable when this returns.
 #[rustler::nif(schedule = "DirtyIo")]
 fn store_append_feedback<'a>(

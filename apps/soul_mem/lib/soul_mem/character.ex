@@ -74,13 +74,14 @@ defmodule SoulMem.Character do
     do: call(character, {:push, List.wrap(messages)}, timeout)
 
   @doc """
-  First half of a recall: pushes `messages` and returns what retrieval needs
-  (`memory`, the visible `window`, `summary`, `llm`, `embedding`).
+  First half of a recall: takes back the newest `retract` messages (an
+  edited or regenerated turn), pushes `messages` and returns what retrieval
+  needs (`memory`, the visible `window`, `summary`, `llm`, `embedding`).
   """
-  @spec prepare_recall(character(), [map()], timeout()) ::
+  @spec prepare_recall(character(), [map()], timeout(), non_neg_integer()) ::
           {:ok, map()} | {:error, Window.error_reason()} | call_error()
-  def prepare_recall(character, messages, timeout \\ @timeout),
-    do: call(character, {:prepare_recall, messages}, timeout)
+  def prepare_recall(character, messages, timeout \\ @timeout, retract \\ 0),
+    do: call(character, {:prepare_recall, messages, retract}, timeout)
 
   @doc """
   Records that a recall returned the notes `ids` at `at`: the character's
@@ -228,9 +229,15 @@ defmodule SoulMem.Character do
       else: handle_call(message, from, server)
   end
 
-  def handle_call({op, messages}, _from, server) when op in [:push, :prepare_recall] do
+  def handle_call({:push, messages}, _from, server) do
     case Effects.push(server, messages) do
-      {:ok, server} when op == :push -> {:reply, :ok, server}
+      {:ok, server} -> {:reply, :ok, server}
+      {:error, _} = error -> {:reply, error, apply_event(server, :request)}
+    end
+  end
+
+  def handle_call({:prepare_recall, messages, retract}, _from, server) do
+    case Effects.replace_tail(server, retract, messages) do
       {:ok, server} -> {:reply, {:ok, Effects.recall_snapshot(server)}, server}
       {:error, _} = error -> {:reply, error, apply_event(server, :request)}
     end

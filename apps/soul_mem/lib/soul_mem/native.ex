@@ -71,6 +71,7 @@ defmodule SoulMem.Native do
   # [{role, text, at_ms, tagged}] -> {:ok, [seq]}
   def store_append_messages(_store, _messages), do: :erlang.nif_error(:nif_not_loaded)
 
+  def store_retract_messages(_store, _from_seq), do: :erlang.nif_error(:nif_not_loaded)
   def store_window_update(_store, _summary, _pop_to), do: :erlang.nif_error(:nif_not_loaded)
 
   def store_append_feedback(_store, _graph, _note_id, _value, _at_ms),

@@ -194,6 +194,15 @@ defmodule SoulMem.Store do
   end
 
   @doc """
+  Drops the window messages from store sequence number `from_seq` on (the
+  newest: a turn taken back). Durable once this returns.
+  """
+  @spec retract_messages(t(), integer()) :: :ok | {:error, Error.t()}
+  def retract_messages(%__MODULE__{ref: ref}, from_seq) when is_integer(from_seq) do
+    with {:ok, _} <- Error.from_native(Native.store_retract_messages(ref, from_seq)), do: :ok
+  end
+
+  @doc """
   Sets the summary (unless `nil`) and drops window messages up to `pop_to`
   (unless `nil`), in one transaction.
   """

@@ -204,6 +204,25 @@ defmodule SoulMem.Window do
   end
 
   @doc """
+  Takes back the newest `n` messages (a client that edits or regenerates its
+  last turn sends it again): `{:ok, window, seqs}` with the sequence numbers
+  removed, or `{:error, :not_retractable}` when fewer than `n` messages are
+  in the window proper (one that slid out is covered by a summary job and
+  stays). Sequence numbers are not reused.
+  """
+  @spec retract(t(), non_neg_integer()) ::
+          {:ok, t(), [pos_integer()]} | {:error, :not_retractable}
+  def retract(%__MODULE__{} = window, 0), do: {:ok, window, []}
+
+  def retract(%__MODULE__{messages: messages} = window, n)
+      when is_integer(n) and n > 0 and length(messages) >= n do
+    {kept, gone} = Enum.split(messages, length(messages) - n)
+    {:ok, %{window | messages: kept}, Enum.map(gone, & &1.seq)}
+  end
+
+  def retract(%__MODULE__{}, _n), do: {:error, :not_retractable}
+
+  @doc """
   Forces a summary tag on the newest message in the window (conversation
   ended, topic switch). The automatic tag interval restarts from it. A no-op
   on an empty window.

@@ -58,6 +58,7 @@ defmodule SoulMemWeb.Error do
     too_large: {413, "the payload is too large"},
     rate_limited: {429, "too many requests; retry later"},
     too_many_connections: {429, "too many connections for this token"},
+    not_retractable: {409, "the turn to take back already left the window"},
     backlog_full: {429, "too many messages wait for their summary; retry later"},
     unsupported: {501, "not supported by this runtime yet"},
     not_running: {503, "the character is not running"},

@@ -26,7 +26,7 @@ defmodule SoulMemWeb.Router do
   require Logger
   require SoulMemWeb.Yaws
 
-  alias SoulMemWeb.{Error, Operations, Tokens, Yaws}
+  alias SoulMemWeb.{OpenAI, Error, Operations, Tokens, Yaws}
 
   @json ~c"application/json; charset=utf-8"
 
@@ -184,10 +184,28 @@ defmodule SoulMemWeb.Router do
             end
           end
 
+        {:POST, ["v1", "chat", "completions"]} ->
+          # The character is named in the body: only a known token may send one.
+          with {:ok, token} <- known_token(arg),
+               :ok <- rate(:token, token) do
+            case declared_length(arg, limit(:max_body_bytes)) do
+              :ok -> {:ok, [], 0, limit(:max_body_bytes)}
+              {:error, error} -> {:discard, 0, error}
+            end
+          end
+
         _ ->
           :no_body
       end
     end
+  end
+
+  defp known_token(arg) do
+    token = bearer_token(arg)
+
+    if Tokens.known?(token),
+      do: {:ok, token},
+      else: {:error, Error.new(:unauthorized, "send Authorization: Bearer <character token>")}
   end
 
   defp body_limit(:POST, ["import"]), do: {:ok, limit(:max_import_bytes)}
@@ -232,6 +250,23 @@ defmodule SoulMemWeb.Router do
     do: json(200, Operations.json_safe(SoulMemWeb.Health.check()))
 
   defp route(:GET, ["socket", "websocket"], arg), do: websocket(arg)
+
+  # The OpenAI-compatible endpoint (SoulMemWeb.OpenAI): its own error shape.
+  defp route(:GET, ["v1", "models"], arg),
+    do: arg |> bearer_token() |> OpenAI.models() |> open_ai()
+
+  defp route(:POST, ["v1", "chat", "completions"], arg) do
+    with {:ok, token} <- known_token(arg),
+         :ok <- charge(arg, :token, token),
+         {:ok, body} <- body(arg, limit(:max_body_bytes)) do
+      arg |> Yaws.arg(:pid) |> OpenAI.complete(token, body) |> open_ai()
+    else
+      {:error, %Error{} = error} -> error |> OpenAI.from_error() |> open_ai()
+    end
+  end
+
+  defp route(_method, ["v1" | _], _arg),
+    do: Error.new(:not_found) |> OpenAI.from_error() |> open_ai()
 
   defp route(method, ["api", "characters", id | rest], arg) do
     with {:ok, id} <- character_id(id),
@@ -285,6 +320,17 @@ defmodule SoulMemWeb.Router do
     else
       id |> Operations.run("turn", payload) |> respond()
     end
+  end
+
+  defp open_ai({:json, status, body}), do: json(status, body)
+
+  defp open_ai({:stream, _producer}) do
+    [
+      {:status, 200},
+      {:header, {:cache_control, "no-store"}},
+      {:header, {~c"X-Content-Type-Options", "nosniff"}},
+      {:streamcontent, "text/event-stream", ""}
+    ]
   end
 
   defp respond({:ok, body}), do: json(200, body)

@@ -49,6 +49,15 @@ impl Store {
         })
     }
 
+    /// Drops window messages with `seq >= from_seq` (the newest: a turn the client took back
+    /// to edit or regenerate it); returns how many.
+    pub fn retract_messages(&mut self, from_seq: i64) -> Result<usize> {
+        self.write(|c, p| {
+            c.execute("DELETE FROM window WHERE seq >= ?1", [from_seq])
+                .map_err(|e| db_err(p, e))
+        })
+    }
+
     /// Replaces the running summary.
     pub fn set_summary(&mut self, text: &str) -> Result<()> {
         let t = text.to_owned();

@@ -106,6 +106,28 @@ defmodule SoulMem.Character.Effects do
     apply_event(server, {:loaded, loaded.embedding})
   end
 
+  @doc """
+  Takes back the newest `n` messages (deleted from the store first), then
+  pushes `messages`: a turn a client edited or regenerated. Either error
+  leaves the server unchanged.
+  """
+  @spec replace_tail(server(), non_neg_integer(), term()) :: {:ok, server()} | {:error, term()}
+  def replace_tail(server, 0, messages), do: push(server, messages)
+
+  def replace_tail(server, n, messages) do
+    with {:ok, window, seqs} <- State.retract(server.state, n),
+         # Checked before anything is deleted: the push must fit as well.
+         {:ok, _window, _rows} <-
+           State.push(%{server.state | window: window}, messages, DateTime.utc_now()),
+         :ok <- retract_stored(server.store, seqs) do
+      push(apply_event(server, {:retracted, window, seqs}), messages)
+    end
+  end
+
+  defp retract_stored(nil, _seqs), do: :ok
+  defp retract_stored(_store, []), do: :ok
+  defp retract_stored(store, seqs), do: Store.retract_messages(store, Enum.min(seqs))
+
   @doc "Applies `event` to the state and carries out its effects."
   @spec apply_event(server(), State.event()) :: server()
   def apply_event(server, event) do

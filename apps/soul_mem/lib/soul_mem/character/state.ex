@@ -109,6 +109,7 @@ defmodule SoulMem.Character.State do
           | :request
           | :tag
           | {:pushed, Window.t(), [{integer(), integer()}]}
+          | {:retracted, Window.t(), [integer()]}
           | {:force, Maintenance.task()}
           | {:timeout, timer()}
           | {:force_idle_stop}
@@ -159,6 +160,21 @@ defmodule SoulMem.Character.State do
   end
 
   def push(%__MODULE__{}, _messages, _now), do: {:error, :invalid_message}
+
+  @doc """
+  Takes back the newest `n` window messages (`SoulMem.Window.retract/2`):
+  `{:ok, window, store_seqs}` — the store sequence numbers to delete (empty
+  for a character without a store) — or `{:error, :not_retractable}`. Apply
+  `{:retracted, window, store_seqs}` once they are deleted.
+  """
+  @spec retract(t(), non_neg_integer()) ::
+          {:ok, Window.t(), [integer()]} | {:error, :not_retractable}
+  def retract(%__MODULE__{} = state, n) do
+    with {:ok, window, seqs} <- Window.retract(state.window, n) do
+      gone = MapSet.new(seqs)
+      {:ok, window, for({w, s} <- state.stored, MapSet.member?(gone, w), do: s)}
+    end
+  end
 
   @doc """
   The stored window pushed again into the fresh window: messages past the
@@ -278,6 +294,12 @@ defmodule SoulMem.Character.State do
   defp event(state, {:force, task}), do: start_maintenance(state, [task])
 
   defp event(state, :tag), do: touch(%{state | window: Window.tag_last(state.window)})
+
+  defp event(state, {:retracted, window, store_seqs}) do
+    gone = MapSet.new(store_seqs)
+    stored = Enum.reject(state.stored, fn {_w, s} -> MapSet.member?(gone, s) end)
+    {%{state | window: window, stored: stored}, []}
+  end
 
   defp event(state, {:pushed, window, stored}) do
     state = forget_dropped(%{state | window: window, stored: state.stored ++ stored})
