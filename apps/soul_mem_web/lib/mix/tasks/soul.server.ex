@@ -19,6 +19,13 @@ defmodule Mix.Tasks.Soul.Server do
   :soul_mem_web, host:`). The demo character's token is
   `SOUL_MEM_DEMO_TOKEN` (default `dev-token`); tokens for other characters
   come from `mix soul.token CHARACTER`.
+
+  Without a configured LLM (`SOUL_MEM_LLM_BASE_URL`) it looks for a local
+  OpenAI-compatible server on the usual loopback ports
+  (`SoulMem.LLM.Probe`: llama.cpp, Ollama, LM Studio, vLLM), uses the first
+  that answers and says which; with none it says how to get one (the
+  character still recalls, it does not answer). `--no-llm-probe` skips the
+  search.
   """
 
   use Mix.Task
@@ -35,7 +42,8 @@ defmodule Mix.Tasks.Soul.Server do
           chat: :boolean,
           file: :string,
           character: :string,
-          say: :keep
+          say: :keep,
+          llm_probe: :boolean
         ]
       )
 
@@ -47,6 +55,8 @@ defmodule Mix.Tasks.Soul.Server do
           "[--chat [--file PATH] [--character NAME] [--say TEXT]...]"
       )
     end
+
+    if Keyword.get(opts, :llm_probe, true), do: Mix.shell().info(llm_line())
 
     case SoulMemWeb.serve(Keyword.take(opts, [:port, :host])) do
       {:ok, url} ->
@@ -73,6 +83,24 @@ defmodule Mix.Tasks.Soul.Server do
 
     unless Keyword.has_key?(chat_opts, :say),
       do: Mix.shell().info("chat ended; the endpoint keeps serving on #{url} (Ctrl-C to stop)")
+  end
+
+  defp llm_line do
+    case SoulMem.LLM.Probe.configure_if_missing() do
+      :configured ->
+        "LLM: #{Application.get_env(:soul_mem, :llm_base_url)}"
+
+      {:ok, found} ->
+        "LLM: found #{found.name} at #{found.base_url} (model #{found.model})"
+
+      :none ->
+        ports = Enum.map_join(SoulMem.LLM.Probe.candidates(), ", ", &elem(&1, 0))
+
+        "LLM: none configured and none found on the usual local ports (#{ports}). " <>
+          "Set SOUL_MEM_LLM_BASE_URL to an OpenAI-compatible server, or run " <>
+          "`bash scripts/run.sh --llm` to install and serve a small local model. " <>
+          "Without one the character recalls but does not answer."
+    end
   end
 
   defp iex_running?, do: Code.ensure_loaded?(IEx) and IEx.started?()
