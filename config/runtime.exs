@@ -63,7 +63,29 @@ config :soul_mem,
   # a random token at first start (SoulMemWeb.Application) and prints it once.
   demo_token:
     env_string.("SOUL_MEM_DEMO_TOKEN", if(config_env() in [:dev, :test], do: "dev-token")),
-  similarity_floor: env_float.("SOUL_MEM_SIMILARITY_FLOOR", nil, 0.0, 1.0)
+  similarity_floor: env_float.("SOUL_MEM_SIMILARITY_FLOOR", nil, 0.0, 1.0),
+  # Where /v1/chat/completions puts the memory: before, after (the frontend's
+  # leading system messages) or depth:N (before the N-th message from the end).
+  completion_context_position:
+    (case env_string.("SOUL_MEM_CONTEXT_POSITION", "after") do
+       "before" ->
+         :before
+
+       "after" ->
+         :after
+
+       "depth:" <> n ->
+         case Integer.parse(n) do
+           {d, ""} when d >= 0 ->
+             {:depth, d}
+
+           _ ->
+             raise "SOUL_MEM_CONTEXT_POSITION: expected before, after or depth:N, got depth:#{n}"
+         end
+
+       other ->
+         raise "SOUL_MEM_CONTEXT_POSITION: expected before, after or depth:N, got #{other}"
+     end)
 
 # Browser pages that may open the socket besides the endpoint's own loopback
 # origin (SoulMemWeb.Router.origin_allowed?/2), e.g. "http://192.168.1.5:4000".
