@@ -17,7 +17,8 @@ use soul_mem_core::model::MemoryId;
 use soul_mem_core::store::ForgetState;
 use soul_mem_core::Error;
 
-fn at(ms: i64, name: &str) -> Result<DateTime<Utc>, NifError> {
+/// A Unix-ms timestamp argument named `name`, or an `invalid_argument` error.
+pub(crate) fn at(ms: i64, name: &str) -> Result<DateTime<Utc>, NifError> {
     DateTime::from_timestamp_millis(ms).ok_or_else(|| {
         NifError::from(Error::invalid_argument(
             name,

@@ -5,6 +5,7 @@
 //! queries are read from terms through the core's serde schemas (`term.rs`), never as JSON text.
 
 use crate::error::{ok_or_error, NifError};
+use crate::forget::at;
 use crate::graph::{Handle, RecallDefaults};
 use crate::term;
 use chrono::{DateTime, Utc};
@@ -15,7 +16,6 @@ use soul_mem_core::model::MemoryId;
 use soul_mem_core::recalled::{RecallItem, RecallItems};
 use soul_mem_core::retrieval::{PipelineConfig, PipelineResult, ShortContext, SubQuery};
 use soul_mem_core::text::DEFAULT_KEYWORDS;
-use soul_mem_core::Error;
 
 mod atoms {
     rustler::atoms! { read, write, no_action, mask_only, revised }
@@ -169,11 +169,6 @@ fn decode_config(term: Term<'_>) -> Result<RecallDefaults, NifError> {
     let config: PipelineConfig = term::from_value("config", value)?;
     config.validate()?;
     Ok(RecallDefaults { config, floor_set })
-}
-
-fn at(ms: i64, what: &str) -> Result<DateTime<Utc>, NifError> {
-    DateTime::from_timestamp_millis(ms)
-        .ok_or_else(|| NifError::from(Error::invalid_argument(what, "timestamp out of range")))
 }
 
 /// The sub-queries of a request: its own, then those of its text.
