@@ -125,10 +125,8 @@ defmodule SoulMem.Forgetting do
   change nothing.
   """
   @spec configure(Memory.t(), config()) :: :ok | {:error, Error.t()}
-  def configure(%Memory{ref: ref}, overrides \\ []) do
-    configuration = %{recall: nil, forgetting: config(overrides)}
-    with {:ok, _} <- Error.from_native(Native.engine_configure(ref, configuration)), do: :ok
-  end
+  def configure(%Memory{} = memory, overrides \\ []),
+    do: SoulMem.Retrieval.configure(memory, forgetting: config(overrides))
 
   @doc """
   The forgetting view of the notes `ids` (readable ids or UUIDs) at `now`:

@@ -53,16 +53,9 @@ defmodule SoulMemWeb.ChatStream do
   defp send_event(pid, _character, {:recalled, recall}),
     do: deliver(pid, "recalled", %{"recall" => Operations.render_recall(recall)})
 
-  defp send_event(pid, _character, {:reply_delta, text}),
-    do: deliver(pid, "reply_delta", %{"text" => text})
-
-  defp send_event(pid, _character, {:reply, text}),
-    do: deliver(pid, "reply_done", %{"text" => text})
-
-  defp send_event(pid, character, {:reply_failed, reason}),
-    do: deliver(pid, "reply_error", %{"error" => Operations.reply_error(character, reason)})
-
-  defp send_event(_pid, _character, _other), do: :ok
+  defp send_event(pid, character, event) do
+    with {name, body} <- Operations.reply_event(character, event), do: deliver(pid, name, body)
+  end
 
   defp deliver(pid, event, data),
     do:

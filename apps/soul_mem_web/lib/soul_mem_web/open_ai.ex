@@ -135,14 +135,10 @@ defmodule SoulMemWeb.OpenAI do
     id = id()
     created = System.os_time(:second)
     chunk = &chunk(yaws_pid, id, created, character, &1, &2)
-    Process.put(:first, true)
+    # The role comes first, in a chunk of its own (as OpenAI streams it).
+    chunk.(%{"role" => "assistant", "content" => ""}, nil)
 
-    on_delta = fn text ->
-      role = if Process.delete(:first), do: %{"role" => "assistant"}, else: %{}
-      chunk.(Map.put(role, "content", text), nil)
-    end
-
-    case SoulMem.complete(character, body, on_delta: on_delta) do
+    case SoulMem.complete(character, body, on_delta: &chunk.(%{"content" => &1}, nil)) do
       {:ok, _} ->
         chunk.(%{}, "stop")
 

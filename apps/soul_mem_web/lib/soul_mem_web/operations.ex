@@ -234,6 +234,21 @@ defmodule SoulMemWeb.Operations do
   end
 
   @doc """
+  The event a streamed reply step is sent as, on the channel and over
+  server-sent events alike: `{"reply_delta", %{"text"}}`, `{"reply_done",
+  %{"text"}}`, `{"reply_error", %{"error"}}`, or `nil` for a step that is not
+  a reply event (`SoulMem.start_turn/3`'s events).
+  """
+  @spec reply_event(String.t(), term()) :: {String.t(), map()} | nil
+  def reply_event(_id, {:reply_delta, text}), do: {"reply_delta", %{"text" => text}}
+  def reply_event(_id, {:reply, text}), do: {"reply_done", %{"text" => text}}
+
+  def reply_event(id, {:reply_failed, reason}),
+    do: {"reply_error", %{"error" => reply_error(id, reason)}}
+
+  def reply_event(_id, _other), do: nil
+
+  @doc """
   The error a failed reply of a chat turn is shown with: `llm_not_configured`
   (no LLM set up: says how to get one) or `llm_unavailable`.
   """

@@ -341,22 +341,16 @@ defmodule SoulMemWeb.Socket do
     {[reply_ok(entry.message, body)], %{entry | replied: true}}
   end
 
-  defp turn_frames({:reply_delta, text}, entry),
-    do: {[turn_push(entry, "reply_delta", %{"text" => text})], entry}
-
-  defp turn_frames({:reply, text}, entry),
-    do: {[turn_push(entry, "reply_done", %{"text" => text})], entry}
-
-  defp turn_frames({:reply_failed, reason}, entry) do
-    error = Operations.reply_error(entry.character, reason)
-    {[turn_push(entry, "reply_error", %{"error" => error})], entry}
-  end
-
   # Failed before its message was stored: the push's own error reply.
   defp turn_frames({:done, {:error, reason}}, %{replied: false} = entry),
     do: {[reply_error(entry.message, Error.from(reason))], entry}
 
-  defp turn_frames(_event, entry), do: {[], entry}
+  defp turn_frames(event, entry) do
+    case Operations.reply_event(entry.character, event) do
+      {name, body} -> {[turn_push(entry, name, body)], entry}
+      nil -> {[], entry}
+    end
+  end
 
   defp turn_push(%{message: m, turn: turn}, event, body),
     do: text(Protocol.push(m.join_ref, m.topic, event, Map.put(body, "turn", turn)))

@@ -183,13 +183,13 @@ defmodule SoulMem.Character.Effects do
 
   defp effect({:save_summary, summary, pop_to}, server) do
     result = Store.update_window(server.store, summary, pop_to)
-    log_failure(result, "saving the summary failed")
+    log_failure(server, result, "saving the summary failed")
     apply_event(server, {:saved, :summary, result})
   end
 
   defp effect({:checkpoint, %{then: then} = checkpoint}, server) do
     result = store_checkpoint(server, checkpoint)
-    log_failure(result, "saving the graph failed")
+    log_failure(server, result, "saving the graph failed")
     apply_event(server, {:saved, {:checkpoint, then}, result})
   end
 
@@ -233,10 +233,10 @@ defmodule SoulMem.Character.Effects do
     )
   end
 
-  defp log_failure(:ok, _what), do: :ok
+  defp log_failure(_server, :ok, _what), do: :ok
 
-  defp log_failure({:error, error}, what),
-    do: Logger.error("character: #{what}: #{inspect(error)}")
+  defp log_failure(server, {:error, error}, what),
+    do: Logger.error("character #{server.state.id}: #{what}: #{inspect(error)}")
 
   @doc "Counts a recall of `ids` at `at` in the graph (`retrieval.record/3`); failures are logged."
   @spec record_in_graph(server(), module(), [String.t()], DateTime.t()) :: :ok
