@@ -167,6 +167,37 @@ defmodule SoulMem do
   def whereis(id), do: SoulMem.Characters.whereis(id)
 
   @doc """
+  The characters of this node, running and stored, with name, state, note
+  and link counts and last activity (`SoulMem.Catalog.list/1`).
+  """
+  @spec characters(keyword()) :: [SoulMem.Catalog.entry()]
+  def characters(opts \\ []), do: SoulMem.Catalog.list(opts)
+
+  @doc """
+  Creates character `id` — empty with a name and self-description, from
+  Graph JSON, from an export or from a SillyTavern card — stores it and
+  starts it (`SoulMem.Catalog.create/3`).
+  """
+  @spec create(String.t(), SoulMem.Catalog.source(), keyword()) ::
+          {:ok, map()} | {:error, SoulMem.Error.t()}
+  def create(id, source, opts \\ []), do: SoulMem.Catalog.create(id, source, opts)
+
+  @doc """
+  Deletes character `id` after writing an export backup; returns the
+  backup's path (`SoulMem.Catalog.delete/2`).
+  """
+  @spec delete(String.t(), keyword()) :: {:ok, map()} | {:error, SoulMem.Error.t()}
+  def delete(id, opts \\ []), do: SoulMem.Catalog.delete(id, opts)
+
+  @doc """
+  Group chats: pushes `line` (`%{text, speaker, role}`) into the window of
+  each running character in `present` — and of no other — as a line of its
+  speaker (`SoulMem.Scene.witness/2`).
+  """
+  @spec witness([String.t()], SoulMem.Scene.line()) :: {:ok, map()} | {:error, term()}
+  def witness(present, line), do: SoulMem.Scene.witness(present, line)
+
+  @doc """
   Answers an OpenAI chat-completions request (decoded `body`) for
   `character` with its memory: the new user turn is stored, memories are
   recalled and injected, the configured LLM answers with the request's

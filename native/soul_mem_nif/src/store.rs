@@ -13,15 +13,12 @@ use soul_mem_core::engine::Engine;
 use soul_mem_core::graph::MemoryGraph;
 use soul_mem_core::import;
 use soul_mem_core::model::MemoryId;
-use soul_mem_core::store::{Change, Message, Store, StoreOptions};
+use soul_mem_core::store::{Change, Message, Store, StoreOptions, StorePeek, META_GRAPH_SAVED};
 use soul_mem_core::Error;
 use std::sync::{Mutex, MutexGuard};
 
 /// Largest note accepted by `note_put` (a note is a paragraph, not a book).
 const MAX_NOTE_BYTES: u64 = 256 * 1024;
-
-/// Meta key set by the first checkpoint: the store holds a graph (an empty graph included).
-const META_GRAPH_SAVED: &str = "graph_saved";
 
 /// An open store. `None` once closed: the file lock is released, later calls fail cleanly.
 pub struct StoreResource {
@@ -471,4 +468,45 @@ fn note_put<'a>(
         crate::term::encode(env, &import::note_to_value(graph, stored)?)
     })();
     ok_or_error(env, result)
+}
+
+/// What `store_peek` reads from a store file (`soul_mem_core::store::StorePeek`).
+#[derive(rustler::NifMap)]
+struct PeekResult {
+    character: String,
+    name: Option<String>,
+    notes: usize,
+    archived: usize,
+    links: usize,
+    window: usize,
+    /// RFC 3339.
+    last_message_at: Option<String>,
+    graph_saved: bool,
+}
+
+impl From<StorePeek> for PeekResult {
+    fn from(p: StorePeek) -> Self {
+        PeekResult {
+            character: p.character,
+            name: p.name,
+            notes: p.notes,
+            archived: p.archived,
+            links: p.links,
+            window: p.window,
+            last_message_at: p.last_message_at.map(|t| t.to_rfc3339()),
+            graph_saved: p.graph_saved,
+        }
+    }
+}
+
+/// Who a store file belongs to and how big it is, read without its lock (listing stored
+/// characters, running or not).
+#[rustler::nif(schedule = "DirtyIo")]
+fn store_peek(env: Env<'_>, path: String) -> Term<'_> {
+    ok_or_error(
+        env,
+        Store::peek(&path)
+            .map(PeekResult::from)
+            .map_err(NifError::from),
+    )
 }

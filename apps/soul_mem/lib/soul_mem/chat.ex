@@ -10,6 +10,9 @@ defmodule SoulMem.Chat do
   `stream: true`) `{:reply_delta, text}` for each piece of the reply as the LLM sends it,
   then `{:reply, text}` and `{:reply_stored, :ok | {:error, reason}}`, or `{:reply_failed,
   reason}`.
+
+  In a group chat (`:scene`, the other characters present) those characters witness the
+  user's message and the reply too (`SoulMem.Scene`), each as a line of its speaker.
   """
 
   @type turn :: %{recall: SoulMem.recall_result(), reply: String.t() | nil, llm_error: term()}
@@ -22,13 +25,15 @@ defmodule SoulMem.Chat do
   first recall may embed the graph); `:partner` — who is talking to the character (a name;
   small models confuse who did what without it); `:on_event` — a 1-arity function called
   with each step's event (see the moduledoc); `:stream` — stream the reply (default
-  `false`).
+  `false`); `:scene` — ids of the other characters present, who witness the turn (running
+  characters; default none).
   """
   @spec turn(String.t() | pid(), String.t(), keyword()) :: {:ok, turn()} | {:error, term()}
   def turn(character, text, opts \\ []) when is_binary(text) do
     opts =
       Keyword.validate!(opts, [
         :partner,
+        scene: [],
         llm: [],
         timeout: 30_000,
         stream: false,
@@ -43,6 +48,7 @@ defmodule SoulMem.Chat do
       with {:ok, recall} <-
              SoulMem.recall(character, %{messages: [message]}, timeout: opts[:timeout]) do
         opts[:on_event].({:recalled, recall})
+        witness(opts, %{text: text, speaker: opts[:partner] || "user", at: message.at})
         {reply, llm_error} = reply(character, recall, text, opts)
         {:ok, %{recall: recall, reply: reply, llm_error: llm_error}}
       end
@@ -75,12 +81,26 @@ defmodule SoulMem.Chat do
           {:reply_stored, SoulMem.Character.push(character, answer, opts[:timeout])}
         )
 
+        witness(opts, %{text: content, speaker: recall |> self_of() |> elem(0), at: answer.at})
+
         {content, nil}
 
       {:error, reason} ->
         opts[:on_event].({:reply_failed, reason})
         {nil, reason}
     end
+  end
+
+  # The other characters present hear the line; what they stored is reported.
+  defp witness(opts, line) do
+    if opts[:scene] != [],
+      do: opts[:on_event].({:witnessed, SoulMem.Scene.witness(opts[:scene], line)})
+  end
+
+  defp self_of(recall) do
+    Enum.find_value(recall.core, {"这个角色", nil}, fn item ->
+      if item.id == "sem_self", do: self_description(item.content)
+    end)
   end
 
   @doc """
@@ -91,10 +111,7 @@ defmodule SoulMem.Chat do
   """
   @spec system_prompt(SoulMem.recall_result(), String.t() | nil) :: String.t()
   def system_prompt(recall, partner \\ nil) do
-    {name, description} =
-      Enum.find_value(recall.core, {"这个角色", nil}, fn item ->
-        if item.id == "sem_self", do: self_description(item.content)
-      end)
+    {name, description} = self_of(recall)
 
     talking_to =
       if is_binary(partner) and partner != "",

@@ -45,6 +45,18 @@ defmodule SoulMem.Store do
           feedback: [{String.t(), 1 | -1, DateTime.t()}]
         }
 
+  @typedoc "What `peek/1` reads from a store file."
+  @type peek :: %{
+          character: String.t(),
+          name: String.t() | nil,
+          notes: non_neg_integer(),
+          archived: non_neg_integer(),
+          links: non_neg_integer(),
+          window: non_neg_integer(),
+          last_message_at: DateTime.t() | nil,
+          graph_saved: boolean()
+        }
+
   @doc "The data directory from the application env (default `./data`)."
   @spec data_dir() :: String.t()
   def data_dir, do: Application.get_env(:soul_mem, :data_dir) || Path.expand("data")
@@ -242,6 +254,29 @@ defmodule SoulMem.Store do
   @spec import_json(t(), binary()) :: :ok | {:error, Error.t()}
   def import_json(%__MODULE__{ref: ref}, json) when is_binary(json) do
     with {:ok, _} <- Error.from_native(Native.store_import(ref, json)), do: :ok
+  end
+
+  @doc """
+  Who the store file at `path` belongs to and how big it is, read without
+  its lock (a running character keeps serving): `character` (its id),
+  `name` (the content of its `sem_self` note), `notes`, `archived`,
+  `links`, `window`, `last_message_at` (the newest window message) and
+  `graph_saved`. Reason `:not_found` for a missing or empty file.
+  """
+  @spec peek(Path.t()) :: {:ok, peek()} | {:error, Error.t()}
+  def peek(path) when is_binary(path) do
+    with {:ok, peek} <- Error.from_native(Native.store_peek(path)) do
+      {:ok, Map.update!(peek, :last_message_at, &parse_time/1)}
+    end
+  end
+
+  defp parse_time(nil), do: nil
+
+  defp parse_time(text) do
+    case DateTime.from_iso8601(text) do
+      {:ok, at, _offset} -> at
+      _ -> nil
+    end
   end
 
   @doc """

@@ -20,7 +20,7 @@ defmodule SoulMemWeb.ChatStream do
   """
   @spec start(pid(), String.t(), term()) :: {:ok, pid()} | {:error, Error.t()}
   def start(yaws_pid, character, payload) do
-    with {:ok, text, opts} <- Operations.chat_args(payload),
+    with {:ok, text, opts} <- Operations.chat_args(character, payload),
          {:ok, _pid} <- Operations.ensure_character(character) do
       {:ok, spawn(fn -> produce(yaws_pid, character, text, opts) end)}
     end

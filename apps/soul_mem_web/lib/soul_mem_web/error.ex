@@ -44,6 +44,7 @@ defmodule SoulMemWeb.Error do
     missing_link_target: {422, "a link names a note that does not exist"},
     invalid_character: {422, "invalid character id"},
     invalid_argument: {422, "an argument is not valid here"},
+    invalid_card: {422, "the character card cannot be read"},
     unauthorized: {401, "a valid token is required"},
     forbidden: {403, "the token does not open this character"},
     not_found: {404, "not found"},

@@ -77,13 +77,21 @@ defmodule SoulMemWeb.Operations do
 
   ## Operations
 
+  # With `speaker`, the line is pushed as that speaker's (`SoulMem.Scene`);
+  # with `scene`, into the windows of every character present as well.
   defp op("message", id, payload) do
-    with {:ok, p} <- shape(payload, required: ["role", "text"], optional: ["tag"]),
+    with {:ok, p} <-
+           shape(payload,
+             required: ["role", "text"],
+             optional: ["tag", "speaker", "scene", "scene_tokens"]
+           ),
          {:ok, message} <- message(p),
          :ok <- bool_or_nil(p["tag"], "tag"),
-         :ok <- SoulMem.push(id, message),
+         :ok <- string_or_nil(p["speaker"], "speaker"),
+         {:ok, others} <- scene(id, p),
+         {:ok, witnessed} <- say(id, others, Map.put(message, :speaker, p["speaker"])),
          :ok <- if(p["tag"] == true, do: SoulMem.tag(id), else: :ok) do
-      {:ok, %{"ok" => true}}
+      {:ok, Map.put(witnessed, "ok", true)}
     end
   end
 
@@ -100,12 +108,18 @@ defmodule SoulMemWeb.Operations do
   # reply from the LLM (kept in the window). Without an LLM answer the turn
   # still recalls and says why in `llm_error`; the message is kept.
   defp op("turn", id, payload) do
-    with {:ok, p} <- shape(payload, required: ["text"], optional: ["partner", "reply"]),
+    with {:ok, p} <-
+           shape(payload,
+             required: ["text"],
+             optional: ["partner", "reply", "scene", "scene_tokens"]
+           ),
          :ok <- if(is_binary(p["text"]), do: :ok, else: {:error, Error.new(:invalid_text)}),
          :ok <- string_or_nil(p["partner"], "partner"),
          :ok <- bool_or_nil(p["reply"], "reply"),
+         {:ok, others} <- scene(id, p),
          llm = if(p["reply"] == false, do: false, else: []),
-         {:ok, turn} <- SoulMem.turn(id, p["text"], partner: p["partner"], llm: llm) do
+         {:ok, turn} <-
+           SoulMem.turn(id, p["text"], partner: p["partner"], llm: llm, scene: others) do
       {:ok,
        turn.recall
        |> render_recall()
@@ -220,16 +234,80 @@ defmodule SoulMemWeb.Operations do
   defp hops(_), do: {:error, Error.new(:invalid_payload, "hops must be 0, 1 or 2")}
 
   @doc """
-  Checks a `chat` payload (`{text, partner?}`): `{:ok, text, opts}` for
-  `SoulMem.start_turn/3`, or the error to answer with (nothing runs).
+  Checks a `chat` payload of `character_id` (`{text, partner?, scene?,
+  scene_tokens?}`): `{:ok, text, opts}` for `SoulMem.start_turn/3`, or the
+  error to answer with (nothing runs). The other characters of a scene are
+  authorized by their own tokens and started.
   """
-  @spec chat_args(term()) :: {:ok, String.t(), keyword()} | {:error, Error.t()}
-  def chat_args(payload) do
-    with {:ok, p} <- shape(payload, required: ["text"], optional: ["partner"]),
+  @spec chat_args(String.t(), term()) :: {:ok, String.t(), keyword()} | {:error, Error.t()}
+  def chat_args(character_id, payload) do
+    with {:ok, p} <-
+           shape(payload, required: ["text"], optional: ["partner", "scene", "scene_tokens"]),
          :ok <- if(is_binary(p["text"]), do: :ok, else: {:error, Error.new(:invalid_text)}),
          :ok <- if(String.trim(p["text"]) != "", do: :ok, else: {:error, Error.new(:empty_text)}),
-         :ok <- string_or_nil(p["partner"], "partner") do
-      {:ok, p["text"], partner: p["partner"]}
+         :ok <- string_or_nil(p["partner"], "partner"),
+         {:ok, others} <- scene(character_id, p) do
+      {:ok, p["text"], partner: p["partner"], scene: others}
+    end
+  end
+
+  # A group chat: `scene` lists the characters present (the character of the
+  # request is always one); every other one must be opened by its own token
+  # in `scene_tokens` (a token opens one character only), and is started.
+  defp scene(id, p) do
+    case {p["scene"], p["scene_tokens"] || %{}} do
+      {nil, tokens} when tokens == %{} ->
+        {:ok, []}
+
+      {nil, _tokens} ->
+        {:error, Error.new(:invalid_payload, "scene_tokens needs a scene")}
+
+      {scene, tokens} when is_list(scene) and is_map(tokens) ->
+        if Enum.all?(scene, &is_binary/1),
+          do: scene_members(scene |> Enum.uniq() |> List.delete(id), tokens),
+          else: {:error, Error.new(:invalid_payload, "scene must be a list of character ids")}
+
+      _ ->
+        {:error,
+         Error.new(
+           :invalid_payload,
+           "scene must be a list of character ids, scene_tokens an object"
+         )}
+    end
+  end
+
+  defp scene_members(others, tokens) do
+    cond do
+      length(others) + 1 > SoulMem.Scene.max_present() ->
+        {:error,
+         Error.new(:invalid_payload, "a scene holds at most #{SoulMem.Scene.max_present()}")}
+
+      (refused = Enum.reject(others, &SoulMemWeb.Tokens.verify(&1, tokens[&1]))) != [] ->
+        {:error,
+         Error.new(
+           :forbidden,
+           "scene_tokens has no token that opens #{Enum.map_join(refused, ", ", &inspect/1)}"
+         )}
+
+      true ->
+        Enum.reduce_while(others, {:ok, others}, fn other, acc ->
+          case ensure_character(other) do
+            {:ok, _pid} -> {:cont, acc}
+            {:error, _} = error -> {:halt, error}
+          end
+        end)
+    end
+  end
+
+  # The character's own line first: when it is refused, no one else hears it.
+  defp say(id, others, line) do
+    line = %{text: line.text, role: String.to_existing_atom(line.role), speaker: line.speaker}
+
+    with :ok <- SoulMem.push(id, SoulMem.Scene.as_witnessed(id, line)),
+         {:ok, %{pushed: pushed, failed: failed}} <- SoulMem.witness(others, line) do
+      failed = Map.new(failed, fn {other, reason} -> {other, Error.from(reason).code} end)
+
+      {:ok, if(others == [], do: %{}, else: %{"witnessed" => [id | pushed], "failed" => failed})}
     end
   end
 

@@ -13,7 +13,11 @@ defmodule SoulMemWeb.Router do
       with `Authorization: Bearer <token>` for that character:
       `POST messages | recall | turn | feedback | control`, `POST import` (body: an
       export; `?replace=true` stops the character and replaces its store),
-      `GET | PUT notes/:note_id`, `GET export`;
+      `GET | PUT notes/:note_id`, `GET export`, `GET history`;
+    * `/api/characters` — with an operator token (`SoulMemWeb.Management`):
+      `GET` lists the characters, `POST` creates one (empty, Graph JSON,
+      export or card; answers its first token), `DELETE /api/characters/:id`
+      deletes one after an export backup;
     * `/api/operator/tokens` — with an operator token (`SoulMemWeb.Tokens`):
       `GET` lists characters and their token counts, `POST tokens/:id`
       creates a token (shown once), `DELETE tokens/:id` revokes them all.
@@ -26,7 +30,7 @@ defmodule SoulMemWeb.Router do
   require Logger
   require SoulMemWeb.Yaws
 
-  alias SoulMemWeb.{OpenAI, Error, Operations, Tokens, Yaws}
+  alias SoulMemWeb.{Error, Management, OpenAI, Operations, Tokens, Yaws}
 
   @json ~c"application/json; charset=utf-8"
 
@@ -184,6 +188,15 @@ defmodule SoulMemWeb.Router do
             end
           end
 
+        {:POST, ["api", "characters"]} ->
+          with {:ok, token} <- authorize_operator(arg),
+               :ok <- rate(:token, token) do
+            case declared_length(arg, limit(:max_import_bytes)) do
+              :ok -> {:ok, [], 0, limit(:max_import_bytes)}
+              {:error, error} -> {:discard, 0, error}
+            end
+          end
+
         {:POST, ["v1", "chat", "completions"]} ->
           # The character is named in the body: only a known token may send one.
           with {:ok, token} <- known_token(arg),
@@ -268,6 +281,30 @@ defmodule SoulMemWeb.Router do
   defp route(_method, ["v1" | _], _arg),
     do: Error.new(:not_found) |> OpenAI.from_error() |> open_ai()
 
+  # Character management (SoulMemWeb.Management): an operator token.
+  defp route(method, ["api", "characters"], arg) when method in [:GET, :POST] do
+    with {:ok, token} <- authorize_operator(arg),
+         :ok <- charge(arg, :token, token),
+         {:ok, body} <- if(method == :GET, do: Management.list(), else: create(arg)) do
+      json(if(method == :POST, do: 201, else: 200), body)
+    else
+      {:error, %Error{} = error} -> json_error(error)
+    end
+  end
+
+  defp route(:DELETE, ["api", "characters", id], arg) do
+    with {:ok, token} <- authorize_operator(arg),
+         :ok <- charge(arg, :token, token),
+         {:ok, id} <- character_id(id) do
+      id |> Management.delete() |> respond()
+    else
+      {:error, %Error{} = error} -> json_error(error)
+    end
+  end
+
+  defp route(_method, ["api", "characters"], _arg),
+    do: json_error(Error.new(:method_not_allowed))
+
   defp route(method, ["api", "characters", id | rest], arg) do
     with {:ok, id} <- character_id(id),
          {:ok, token} <- authorize(arg, id),
@@ -333,6 +370,29 @@ defmodule SoulMemWeb.Router do
     ]
   end
 
+  # A JSON body names its source; any other body is a card file.
+  defp create(arg) do
+    if json_body?(arg) do
+      with {:ok, payload} <- body(arg, limit(:max_import_bytes)),
+           do: Management.create(payload, "", query(arg))
+    else
+      with :ok <- declared_length(arg, limit(:max_import_bytes)) do
+        data = Yaws.arg(arg, :clidata)
+        Management.create(nil, if(is_binary(data), do: data, else: ""), query(arg))
+      end
+    end
+  end
+
+  defp json_body?(arg) do
+    case Yaws.headers(Yaws.arg(arg, :headers), :content_type) do
+      type when is_list(type) or is_binary(type) ->
+        type |> to_string() |> String.downcase() |> String.starts_with?("application/json")
+
+      _ ->
+        true
+    end
+  end
+
   defp respond({:ok, body}), do: json(200, body)
   defp respond({:error, error}), do: json_error(error)
 
@@ -366,6 +426,7 @@ defmodule SoulMemWeb.Router do
   end
 
   defp api(:GET, ["export"], _arg), do: {:ok, "export", %{}}
+  defp api(:GET, ["history"], _arg), do: {:ok, "history", %{}}
   defp api(:GET, ["token"], _arg), do: {:ok, :token, %{}}
 
   defp api(_method, [action], _arg) when is_map_key(@api_posts, action) or action == "export",

@@ -184,7 +184,7 @@ defmodule SoulMemWeb.Socket do
 
   defp run(%Message{event: "chat", payload: payload} = m, character, state) do
     with :ok <- turn_slot(state),
-         {:ok, text, opts} <- Operations.chat_args(payload),
+         {:ok, text, opts} <- Operations.chat_args(character, payload),
          {:ok, state} <- subscribe(state, character) do
       {:ok, ref} = SoulMem.start_turn(character, text, opts)
       turn = state.turn_seq + 1

@@ -211,6 +211,19 @@ defmodule SoulMemWeb.Tokens do
     end
   end
 
+  @doc """
+  Adds an operator token straight to the file under `data_dir` (`mix
+  soul.token --admin`); returns the plain token. A node serving from that
+  data dir accepts it within a second.
+  """
+  @spec create_operator_offline(Path.t()) :: {:ok, String.t()} | {:error, term()}
+  def create_operator_offline(data_dir) do
+    token = new_token()
+
+    with {:ok, _} <- update_file(path(data_dir), &add_operator(&1, digest(token))),
+         do: {:ok, token}
+  end
+
   ## Server
 
   @impl true

@@ -18,7 +18,8 @@
 //! Files: `open.rs` (opening, locking, migrating), `checkpoint.rs` (writing the graph back and
 //! loading it), `notes.rs` (single notes, links and batches of [`Change`]s), `embeddings.rs`,
 //! `records.rs` (retrieval records, forgetting state, feedback), `window.rs` (sliding window
-//! and summary), `activate.rs` (loading the neighbourhood of a topic as a working-memory subgraph), `export.rs`
+//! and summary), `activate.rs` (loading the neighbourhood of a topic as a working-memory subgraph), `peek.rs`
+//! (who a file belongs to, read without its lock), `export.rs`
 //! (whole-character export and import), `rows.rs` (the SQL row writers and readers all of them
 //! share) and `schema.rs` (tables and migrations).
 
@@ -28,6 +29,7 @@ mod embeddings;
 mod export;
 mod notes;
 mod open;
+mod peek;
 mod records;
 mod rows;
 mod schema;
@@ -36,6 +38,7 @@ mod window;
 use rows::*;
 
 pub use activate::Activation;
+pub use peek::{StorePeek, META_GRAPH_SAVED};
 pub use schema::{APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION};
 
 use crate::error::{Error, Result};

@@ -90,7 +90,7 @@ fn check_writable(_path: &Path, _exists: bool) -> Result<()> {
 
 /// Refuses files that are not SQLite databases before SQLite (or the lock) touches anything.
 /// Returns whether a non-empty file exists.
-fn check_header(path: &Path) -> Result<bool> {
+pub(super) fn check_header(path: &Path) -> Result<bool> {
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),

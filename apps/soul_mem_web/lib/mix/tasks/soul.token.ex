@@ -7,6 +7,11 @@ defmodule Mix.Tasks.Soul.Token do
 
       mix soul.token CHARACTER
       mix soul.token --revoke CHARACTER
+      mix soul.token --admin
+
+  `--admin` creates an operator token: it lists, creates and deletes
+  characters (`/api/characters`) and manages tokens (`/api/operator`), but
+  opens no character's memories.
 
   Both work on the token file a running node serves from (same data dir):
   the node notices a change within a second — a new token opens the
@@ -30,6 +35,14 @@ defmodule Mix.Tasks.Soul.Token do
           {:error, reason} -> Mix.raise("cannot revoke: #{inspect(reason)}")
         end
 
+      ["--admin"] ->
+        data_dir = Application.fetch_env!(:soul_mem, :data_dir)
+
+        case SoulMemWeb.Tokens.create_operator_offline(data_dir) do
+          {:ok, token} -> Mix.shell().info(token)
+          {:error, reason} -> Mix.raise("cannot create an operator token: #{inspect(reason)}")
+        end
+
       [character] ->
         data_dir = Application.fetch_env!(:soul_mem, :data_dir)
 
@@ -39,7 +52,10 @@ defmodule Mix.Tasks.Soul.Token do
         end
 
       _ ->
-        Mix.raise("usage: mix soul.token CHARACTER | mix soul.token --revoke CHARACTER")
+        Mix.raise(
+          "usage: mix soul.token CHARACTER | mix soul.token --revoke CHARACTER | " <>
+            "mix soul.token --admin"
+        )
     end
   end
 end

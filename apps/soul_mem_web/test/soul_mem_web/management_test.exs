@@ -1,0 +1,184 @@
+defmodule SoulMemWeb.ManagementTest do
+  # One yaws per VM: the endpoint tests run one module at a time.
+  use ExUnit.Case, async: false
+
+  @moduletag :capture_log
+
+  @demo Path.expand("../../../../fixtures/characters/demo.json", __DIR__)
+
+  setup_all do
+    start_supervised!({SoulMemWeb.Endpoint, port: 0})
+    :inets.start()
+    %{base: "http://127.0.0.1:#{SoulMemWeb.Endpoint.port()}"}
+  end
+
+  defp bearer(token), do: [{~c"authorization", ~c"Bearer " ++ to_charlist(token)}]
+  defp operator, do: bearer(Application.fetch_env!(:soul_mem_web, :operator_token))
+
+  defp request(method, url, headers, body \\ nil, type \\ ~c"application/json") do
+    req =
+      if body,
+        do: {to_charlist(url), headers, type, body},
+        else: {to_charlist(url), headers}
+
+    {:ok, {{_, status, _}, _headers, resp}} =
+      :httpc.request(method, req, [timeout: 30_000], body_format: :binary)
+
+    {status, SoulMem.JSON.decode!(resp)}
+  end
+
+  defp id(prefix) do
+    id = "#{prefix}-#{System.unique_integer([:positive])}"
+    # Created over HTTP under the node's data dir: removed again.
+    on_exit(fn -> SoulMem.delete(id) end)
+    id
+  end
+
+  defp listed(base, id) do
+    {200, %{"characters" => list}} = request(:get, base <> "/api/characters", operator())
+    Enum.find(list, &(&1["id"] == id))
+  end
+
+  test "create, list and delete with an operator token; the new token opens only its character",
+       %{base: base} do
+    id = id("made")
+    body = SoulMem.JSON.encode!(%{id: id, name: "Irene", description: "I paint at night."})
+
+    assert {201, %{"id" => ^id, "name" => "Irene", "token" => token}} =
+             request(:post, base <> "/api/characters", operator(), body)
+
+    assert {200, %{"character" => ^id}} =
+             request(:get, "#{base}/api/characters/#{id}/token", bearer(token))
+
+    assert {403, _} = request(:get, "#{base}/api/characters/demo/token", bearer(token))
+
+    assert %{"name" => "Irene", "state" => "running", "notes" => 1, "tokens" => 1} =
+             listed(base, id)
+
+    # A character's token manages nothing; no token, nothing at all.
+    assert {403, _} = request(:get, base <> "/api/characters", bearer(token))
+    assert {403, _} = request(:delete, "#{base}/api/characters/#{id}", bearer(token))
+    assert {401, _} = request(:post, base <> "/api/characters", [], body)
+
+    assert {200, %{"deleted" => ^id, "backup" => backup}} =
+             request(:delete, "#{base}/api/characters/#{id}", operator())
+
+    assert %{"character" => ^id, "notes" => [_]} =
+             backup |> File.read!() |> SoulMem.JSON.decode!()
+
+    assert {401, _} = request(:get, "#{base}/api/characters/#{id}/token", bearer(token))
+    refute listed(base, id)
+
+    assert {404, %{"error" => %{"code" => "not_found"}}} =
+             request(:delete, "#{base}/api/characters/#{id}", operator())
+  end
+
+  test "create from Graph JSON and from an export", %{base: base} do
+    graph = @demo |> File.read!() |> SoulMem.JSON.decode!()
+    id = id("graph")
+
+    assert {201, %{"name" => "小红", "token" => token}} =
+             request(
+               :post,
+               base <> "/api/characters",
+               operator(),
+               SoulMem.JSON.encode!(%{id: id, graph: graph})
+             )
+
+    assert %{"notes" => notes} = listed(base, id)
+    assert notes == length(graph)
+
+    {200, export} = request(:get, "#{base}/api/characters/#{id}/export", bearer(token))
+    copy = id("copy")
+
+    assert {201, %{"name" => "小红"}} =
+             request(
+               :post,
+               base <> "/api/characters",
+               operator(),
+               SoulMem.JSON.encode!(%{id: copy, export: export})
+             )
+
+    assert %{"notes" => ^notes} = listed(base, copy)
+  end
+
+  test "bad creations are refused with what is wrong, and create nothing", %{base: base} do
+    taken = id("taken")
+    post = &request(:post, base <> "/api/characters", operator(), SoulMem.JSON.encode!(&1))
+    assert {201, _} = post.(%{id: taken, name: "A"})
+
+    assert {409, %{"error" => %{"code" => "exists"}}} = post.(%{id: taken, name: "B"})
+    assert {422, %{"error" => %{"code" => "invalid_character"}}} = post.(%{id: "a/b", name: "B"})
+    fresh = id("fresh")
+
+    assert {422, %{"error" => %{"code" => "invalid_value", "message" => "name:" <> _}}} =
+             post.(%{id: fresh, name: ""})
+
+    assert {400, %{"error" => %{"code" => "invalid_json", "message" => message}}} =
+             post.(%{id: fresh, graph: [%{id: "n1", mem_type: %{"Nope" => %{}}}]})
+
+    assert message =~ "n1"
+    assert {400, %{"error" => %{"code" => "invalid_payload"}}} = post.(%{id: fresh, color: "red"})
+
+    assert {400, %{"error" => %{"code" => "invalid_payload"}}} =
+             post.(%{id: fresh, graph: [], export: %{}})
+
+    assert {400, _} = request(:post, base <> "/api/characters", operator(), "[1")
+    refute listed(base, fresh)
+  end
+
+  test "a group scene: a message reaches the characters present, each authorized by its token",
+       %{base: base} do
+    post = &request(:post, base <> "/api/characters", operator(), SoulMem.JSON.encode!(&1))
+    [a, b, c] = for p <- ["alice", "bob", "carol"], do: id(p)
+    tokens = for x <- [a, b, c], into: %{}, do: {x, elem(post.(%{id: x, name: x}), 1)["token"]}
+
+    say = fn token, body ->
+      request(
+        :post,
+        "#{base}/api/characters/#{a}/messages",
+        bearer(token),
+        SoulMem.JSON.encode!(body)
+      )
+    end
+
+    history = fn x ->
+      {200, %{"messages" => messages}} =
+        request(:get, "#{base}/api/characters/#{x}/history", bearer(tokens[x]))
+
+      Enum.map(messages, &{&1["role"], &1["text"]})
+    end
+
+    # Bob's token missing: refused, nobody hears it.
+    assert {403, %{"error" => %{"code" => "forbidden", "message" => message}}} =
+             say.(tokens[a], %{role: "user", text: "hi all", speaker: "Dan", scene: [a, b]})
+
+    assert message =~ b
+    assert history.(a) == []
+
+    assert {200, %{"witnessed" => [^a, ^b], "failed" => %{}}} =
+             say.(tokens[a], %{
+               role: "user",
+               text: "hi all",
+               speaker: "Dan",
+               scene: [a, b],
+               scene_tokens: %{b => tokens[b]}
+             })
+
+    assert history.(a) == [{"user", "Dan: hi all"}]
+    assert history.(b) == [{"user", "Dan: hi all"}]
+    assert history.(c) == []
+
+    assert {200, _} =
+             say.(tokens[a], %{
+               role: "assistant",
+               text: "hello Dan",
+               speaker: a,
+               scene: [b],
+               scene_tokens: %{b => tokens[b]}
+             })
+
+    assert List.last(history.(a)) == {"assistant", "hello Dan"}
+    assert List.last(history.(b)) == {"user", "#{a}: hello Dan"}
+  end
+end
