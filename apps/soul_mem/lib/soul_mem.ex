@@ -364,10 +364,25 @@ defmodule SoulMem do
   Exports a running, persisted character as a map (the JSON document of
   `SoulMem.Character.export/2`: graph with archived notes, window, summary,
   records, feedback, forgetting state). `import/3` restores it.
+
+  With `format` `:world_info` or `:card`, what the character knows (its
+  semantic memories) for SillyTavern instead: a World Info file, or a V2
+  character card with them as its `character_book` (`SoulMem.Card`).
   """
-  @spec export(String.t() | pid()) :: {:ok, map()} | {:error, term()}
-  def export(character) do
+  @spec export(String.t() | pid(), :soulmem | :world_info | :card) ::
+          {:ok, map()} | {:error, term()}
+  def export(character, format \\ :soulmem)
+
+  def export(character, :soulmem) do
     with {:ok, json} <- SoulMem.Character.export(character), do: SoulMem.JSON.decode(json)
+  end
+
+  def export(character, format) when format in [:world_info, :card] do
+    with {:ok, memory} <- SoulMem.Character.memory(character) do
+      if format == :card,
+        do: SoulMem.Memory.export_card(memory),
+        else: SoulMem.Memory.export_world_info(memory)
+    end
   end
 
   @doc """

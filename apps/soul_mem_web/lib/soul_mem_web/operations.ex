@@ -8,7 +8,9 @@ defmodule SoulMemWeb.Operations do
   Operations (the channel event names): `message`, `recall`, `turn` (push,
   recall and the character's LLM reply: `SoulMem.turn/3`), `history` (the
   visible window and summary), `graph` (the neighbourhood of some notes),
-  `feedback`, `control`, `note:get`, `note:put`, `export`, `import`. The
+  `feedback`, `control`, `notes` (a page of the notes, searched), `note:get`,
+  `note:put`, `note:delete`, `export` (also as SillyTavern World Info or
+  card), `import`. The
   streamed `chat` turn runs outside (`chat_args/1` checks its payload):
   the channel and the HTTP API stream its events. A payload with a
   wrong shape is refused before the runtime is called, so nothing changes.
@@ -20,7 +22,7 @@ defmodule SoulMemWeb.Operations do
 
   @type result :: {:ok, map()} | {:error, Error.t()}
 
-  @operations ~w(message recall turn history graph feedback control note:get note:put export import)
+  @operations ~w(message recall turn history graph feedback control notes note:get note:put note:delete export import)
   @max_graph_ids 50
   @tasks %{
     "consolidate" => :consolidate,
@@ -184,9 +186,28 @@ defmodule SoulMemWeb.Operations do
     end
   end
 
+  # One page of the notes, searched by text and kind.
+  defp op("notes", id, payload) do
+    with {:ok, p} <- shape(payload || %{}, optional: ["query", "kind", "page", "per_page"]),
+         {:ok, listing} <- SoulMem.notes(id, p) do
+      {:ok, json_safe(listing)}
+    end
+  end
+
+  defp op("note:delete", id, payload) do
+    with {:ok, p} <- shape(payload, required: ["id"]),
+         :ok <- note_id(p["id"]),
+         {:ok, deleted} <- SoulMem.delete_note(id, p["id"]) do
+      {:ok, %{"ok" => true, "id" => deleted.id, "links_removed" => deleted.links_removed}}
+    end
+  end
+
+  # `format`: the export document (default), or the semantic memories for
+  # SillyTavern as a World Info file (`world_info`) or a V2 card (`card`).
   defp op("export", id, payload) do
-    with {:ok, _} <- shape(payload || %{}, []),
-         {:ok, exported} <- SoulMem.export(id) do
+    with {:ok, p} <- shape(payload || %{}, optional: ["format"]),
+         {:ok, format} <- export_format(p["format"]),
+         {:ok, exported} <- SoulMem.export(id, format) do
       {:ok, exported}
     end
   end
@@ -487,6 +508,14 @@ defmodule SoulMemWeb.Operations do
          )}
     end
   end
+
+  defp export_format(nil), do: {:ok, :soulmem}
+  defp export_format("soulmem"), do: {:ok, :soulmem}
+  defp export_format("world_info"), do: {:ok, :world_info}
+  defp export_format("card"), do: {:ok, :card}
+
+  defp export_format(_),
+    do: {:error, Error.new(:invalid_payload, "format must be soulmem, world_info or card")}
 
   defp note_id(id) when is_binary(id) and id != "" and byte_size(id) <= 512, do: :ok
   defp note_id(_), do: {:error, Error.new(:invalid_note_id)}

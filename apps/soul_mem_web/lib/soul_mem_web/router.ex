@@ -13,7 +13,8 @@ defmodule SoulMemWeb.Router do
       with `Authorization: Bearer <token>` for that character:
       `POST messages | recall | turn | feedback | control`, `POST import` (body: an
       export; `?replace=true` stops the character and replaces its store),
-      `GET | PUT notes/:note_id`, `GET export`, `GET history`;
+      `GET notes?query=&kind=&page=&per_page=`, `GET | PUT | DELETE
+      notes/:note_id`, `GET export[?format=world_info|card]`, `GET history`;
     * `/api/characters` — with an operator token (`SoulMemWeb.Management`):
       `GET` lists the characters, `POST` creates one (empty, Graph JSON,
       export or card; answers its first token), `DELETE /api/characters/:id`
@@ -383,13 +384,16 @@ defmodule SoulMemWeb.Router do
     end
   end
 
+  # Without a content type (browsers send none for .charx files) the body
+  # says what it is: a PNG or a zip is a card file.
   defp json_body?(arg) do
     case Yaws.headers(Yaws.arg(arg, :headers), :content_type) do
       type when is_list(type) or is_binary(type) ->
         type |> to_string() |> String.downcase() |> String.starts_with?("application/json")
 
       _ ->
-        true
+        not match?(<<0x89, "PNG", _::binary>>, Yaws.arg(arg, :clidata)) and
+          not match?(<<"PK", 3, 4, _::binary>>, Yaws.arg(arg, :clidata))
     end
   end
 
@@ -425,9 +429,33 @@ defmodule SoulMemWeb.Router do
     end
   end
 
-  defp api(:GET, ["export"], _arg), do: {:ok, "export", %{}}
+  defp api(:GET, ["export"], arg), do: {:ok, "export", Map.take(query(arg), ["format"])}
+
+  defp api(:GET, ["notes"], arg) do
+    listing =
+      arg
+      |> query()
+      |> Map.take(["query", "kind", "page", "per_page"])
+      |> Map.new(fn
+        {key, value} when key in ["page", "per_page"] -> {key, integer_or_text(value)}
+        pair -> pair
+      end)
+
+    {:ok, "notes", listing}
+  end
+
+  defp api(:DELETE, ["notes", note_id], _arg), do: {:ok, "note:delete", %{"id" => note_id}}
   defp api(:GET, ["history"], _arg), do: {:ok, "history", %{}}
   defp api(:GET, ["token"], _arg), do: {:ok, :token, %{}}
+
+  # A page number from the query string; anything else goes on as text and
+  # is refused by the listing, naming the field.
+  defp integer_or_text(value) do
+    case Integer.parse(value) do
+      {n, ""} -> n
+      _ -> value
+    end
+  end
 
   defp api(_method, [action], _arg) when is_map_key(@api_posts, action) or action == "export",
     do: {:error, Error.new(:method_not_allowed)}
