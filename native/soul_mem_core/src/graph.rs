@@ -233,7 +233,10 @@ impl MemoryGraph {
     /// Adds a link. Its source must exist; a missing target buffers it (see [`Self::insert`]).
     pub fn add_link(&mut self, link: MemoryLink) -> Result<()> {
         if !self.notes.contains_key(&link.from) {
-            return Err(Error::NotFound(format!("link source {}", link.from)));
+            return Err(Error::NotFound(format!(
+                "link source {:?}",
+                self.readable_of(&link.from)
+            )));
         }
         validate_intensity(&self.readable_of(&link.from), link.intensity)?;
         self.attach_or_buffer(link);
@@ -292,7 +295,7 @@ impl MemoryGraph {
             if l.to != note.id && !self.notes.contains_key(&l.to) {
                 return Err(Error::MissingLinkTarget {
                     node: note.readable_id.clone(),
-                    target: l.to.to_string(),
+                    target: self.readable_of(&l.to),
                 });
             }
             validate_intensity(&note.readable_id, l.intensity)?;

@@ -11,6 +11,7 @@ pub mod error;
 pub mod forget;
 pub mod graph;
 pub mod import;
+pub mod listing;
 pub mod model;
 pub mod neighbourhood;
 pub mod recalled;

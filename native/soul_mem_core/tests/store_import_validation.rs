@@ -112,12 +112,14 @@ fn corrupt(doc: &mut Value, kind: u8, a: usize, b: usize) -> &'static [&'static 
             // Dropping a note another note links to leaves that link dangling.
             let target = doc["notes"][li.0]["mem_links"][li.1]["to"].clone();
             let notes = doc["notes"].as_array_mut().unwrap();
-            notes.retain(|x| x["uuid"] != target);
+            notes.retain(|x| x["id"] != target);
             &["missing_link_target"]
         }
         5 => {
-            doc["notes"][lj.0]["mem_links"][lj.1]["id"] =
-                doc["notes"][li.0]["mem_links"][li.1]["id"].clone();
+            // Version 2 writes no derivable link id: give two links the same one.
+            let id = json!(uuid::Uuid::from_u128(0xd0_0b1e + b as u128));
+            doc["notes"][lj.0]["mem_links"][lj.1]["id"] = id.clone();
+            doc["notes"][li.0]["mem_links"][li.1]["id"] = id;
             &["duplicate_id"]
         }
         6 => {
@@ -165,7 +167,8 @@ fn corrupt(doc: &mut Value, kind: u8, a: usize, b: usize) -> &'static [&'static 
             &["invalid_json"]
         }
         _ => {
-            let id = doc["notes"][li.0]["mem_links"][li.1]["id"].clone();
+            let id = json!(uuid::Uuid::from_u128(0x0f_0f + b as u128));
+            doc["notes"][li.0]["mem_links"][li.1]["id"] = id.clone();
             doc["orphan_links"] = json!([{"id": id, "from": uuid::Uuid::from_u128(10), "to": uuid::Uuid::from_u128(b as u128), "intensity": 0.5, "link_type": {"Sem": {"verb": "x", "confidence": 0.5}}}]);
             &["duplicate_id"]
         }
@@ -220,7 +223,9 @@ fn refusals_name_the_note_and_field() {
     assert!(e.to_string().contains(&id_of(0)), "{e}");
 
     let mut bad = doc.clone();
-    bad["notes"][1]["mem_links"][0]["id"] = bad["notes"][0]["mem_links"][0]["id"].clone();
+    let same = json!(uuid::Uuid::from_u128(5));
+    bad["notes"][0]["mem_links"][0]["id"] = same.clone();
+    bad["notes"][1]["mem_links"][0]["id"] = same;
     let e = store.import_character(&bad).unwrap_err();
     assert!(
         e.to_string().contains(&id_of(1)) && e.to_string().contains("mem_links[0].id"),

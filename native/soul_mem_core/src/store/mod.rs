@@ -26,6 +26,7 @@ mod activate;
 mod checkpoint;
 mod embeddings;
 mod export;
+mod listing;
 mod notes;
 mod open;
 mod records;
@@ -53,8 +54,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Format tag of [`Store::export_character`] documents.
 pub const EXPORT_FORMAT: &str = "soulmem-character";
-/// Version of the export document layout.
-pub const EXPORT_VERSION: u32 = 1;
+/// Version of the export document layout written (1: UUID references; 2: readable ids).
+pub const EXPORT_VERSION: u32 = 2;
 
 /// Meta key holding the character name.
 const META_CHARACTER: &str = "character";
