@@ -84,7 +84,12 @@ pub(crate) struct RawLink {
 
 /// The id of the `ordinal`-th link of a list: the one given, else the derived one
 /// ([`LinkId::derive`]), so files need not carry link ids.
-pub(crate) fn link_id(given: Option<uuid::Uuid>, from: MemoryId, to: MemoryId, ordinal: usize) -> LinkId {
+pub(crate) fn link_id(
+    given: Option<uuid::Uuid>,
+    from: MemoryId,
+    to: MemoryId,
+    ordinal: usize,
+) -> LinkId {
     given
         .map(LinkId)
         .unwrap_or_else(|| LinkId::derive(from, to, ordinal))
@@ -415,8 +420,7 @@ fn build_graph(character: &str, raw: Vec<RawNode>, opts: &ImportOptions) -> Resu
             .uuid
             .map(MemoryId)
             .unwrap_or_else(|| MemoryId::derive(character, &n.id));
-        if ids.insert(n.id.as_str(), uuid).is_some()
-        {
+        if ids.insert(n.id.as_str(), uuid).is_some() {
             return Err(Error::DuplicateId {
                 id: n.id.clone(),
                 index: Some(i),

@@ -147,14 +147,21 @@ impl NoteFilter {
         }
         let hay = haystack(note);
         let exact = hay.contains(&self.query);
-        let matched = self.tokens.iter().filter(|t| hay.contains(t.as_str())).count();
+        let matched = self
+            .tokens
+            .iter()
+            .filter(|t| hay.contains(t.as_str()))
+            .count();
         (exact || (!self.tokens.is_empty() && matched == self.tokens.len()))
             .then_some((exact, matched))
     }
 
     /// Filters, ranks and pages `notes` (each with its outgoing link count), given in the
     /// order ties keep. Complexity: O(notes × text) plus sorting the matches.
-    pub fn list<'a>(&self, notes: impl IntoIterator<Item = (&'a MemoryNote, usize)>) -> NoteListing {
+    pub fn list<'a>(
+        &self,
+        notes: impl IntoIterator<Item = (&'a MemoryNote, usize)>,
+    ) -> NoteListing {
         let mut hits: Vec<((bool, usize), usize, &'a MemoryNote, usize)> = Vec::new();
         for (order, (note, links)) in notes.into_iter().enumerate() {
             if let Some(rank) = self.rank(note) {
@@ -162,7 +169,12 @@ impl NoteFilter {
             }
         }
         // Exact first, then more tokens, then the given order.
-        hits.sort_by(|a, b| b.0 .0.cmp(&a.0 .0).then(b.0 .1.cmp(&a.0 .1)).then(a.1.cmp(&b.1)));
+        hits.sort_by(|a, b| {
+            b.0 .0
+                .cmp(&a.0 .0)
+                .then(b.0 .1.cmp(&a.0 .1))
+                .then(a.1.cmp(&b.1))
+        });
         let total = hits.len();
         let start = (self.page - 1).saturating_mul(self.per_page);
         let items = hits

@@ -63,11 +63,26 @@ fn filters_by_kind() {
 #[test]
 fn query_matches_every_field_case_insensitively() {
     let g = graph();
-    assert_eq!(ids(&list_graph(&g, &req("hong", None)).unwrap()), ["sem_self"]);
-    assert_eq!(ids(&list_graph(&g, &req("SIT_", None)).unwrap()), ["sit_mlt", "sit_pattern"]);
-    assert_eq!(ids(&list_graph(&g, &req("白白", None)).unwrap()), ["sem_xb"]);
-    assert_eq!(ids(&list_graph(&g, &req("紧张", None)).unwrap()), ["proc_braid"]);
-    assert_eq!(ids(&list_graph(&g, &req("追问", None)).unwrap()), ["sit_pattern"]);
+    assert_eq!(
+        ids(&list_graph(&g, &req("hong", None)).unwrap()),
+        ["sem_self"]
+    );
+    assert_eq!(
+        ids(&list_graph(&g, &req("SIT_", None)).unwrap()),
+        ["sit_mlt", "sit_pattern"]
+    );
+    assert_eq!(
+        ids(&list_graph(&g, &req("白白", None)).unwrap()),
+        ["sem_xb"]
+    );
+    assert_eq!(
+        ids(&list_graph(&g, &req("紧张", None)).unwrap()),
+        ["proc_braid"]
+    );
+    assert_eq!(
+        ids(&list_graph(&g, &req("追问", None)).unwrap()),
+        ["sit_pattern"]
+    );
     assert_eq!(list_graph(&g, &req("不存在的词", None)).unwrap().total, 0);
 }
 
@@ -75,7 +90,10 @@ fn query_matches_every_field_case_insensitively() {
 fn chinese_queries_rank_exact_matches_before_token_matches() {
     let g = graph();
     // Exact substring: the narrative and the description hold "麻辣烫"; graph order breaks the tie.
-    assert_eq!(ids(&list_graph(&g, &req("麻辣烫", None)).unwrap()), ["sem_xb", "sit_mlt"]);
+    assert_eq!(
+        ids(&list_graph(&g, &req("麻辣烫", None)).unwrap()),
+        ["sem_xb", "sit_mlt"]
+    );
     // "小白麻辣烫" is nowhere verbatim, but both of its jieba tokens are in two notes.
     let l = list_graph(&g, &req("小白麻辣烫", None)).unwrap();
     assert_eq!(ids(&l), ["sem_xb", "sit_mlt"]);
@@ -100,10 +118,16 @@ fn pages_are_bounded() {
     let l = list_graph(&g, &page(Some(2), Some(2))).unwrap();
     assert_eq!((l.total, l.page, l.per_page), (5, 2, 2));
     assert_eq!(ids(&l), ["sit_mlt", "sit_pattern"]);
-    assert_eq!(ids(&list_graph(&g, &page(Some(3), Some(2))).unwrap()), ["proc_braid"]);
+    assert_eq!(
+        ids(&list_graph(&g, &page(Some(3), Some(2))).unwrap()),
+        ["proc_braid"]
+    );
     let past = list_graph(&g, &page(Some(99), Some(2))).unwrap();
     assert_eq!((past.total, past.items.len()), (5, 0));
-    assert_eq!(list_graph(&g, &page(None, Some(200))).unwrap().per_page, 200);
+    assert_eq!(
+        list_graph(&g, &page(None, Some(200))).unwrap().per_page,
+        200
+    );
     for (p, pp, field) in [
         (Some(0), None, "page"),
         (Some(-3), None, "page"),
@@ -142,6 +166,9 @@ fn one_call_at_10k_notes() {
     eprintln!("list_graph over 10k notes, two-token query: {took:?}");
     let started = std::time::Instant::now();
     let l = list_graph(&g, &req("t9999", None)).unwrap();
-    eprintln!("list_graph over 10k notes, substring query: {:?}", started.elapsed());
+    eprintln!(
+        "list_graph over 10k notes, substring query: {:?}",
+        started.elapsed()
+    );
     assert_eq!(ids(&l), ["sit_9999"]);
 }

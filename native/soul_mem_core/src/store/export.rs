@@ -35,12 +35,7 @@ impl Store {
             .iter()
             .map(|(n, _)| (n.id, n.readable_id.clone()))
             .collect();
-        let name = |id: &MemoryId| {
-            readable
-                .get(id)
-                .cloned()
-                .unwrap_or_else(|| id.to_string())
-        };
+        let name = |id: &MemoryId| readable.get(id).cloned().unwrap_or_else(|| id.to_string());
         // Links waiting for a note that is not stored (a partial Graph JSON import) and links
         // whose source is not stored travel apart, so `mem_links` always reach a note.
         let mut orphans: Vec<MemoryLink> = Vec::new();
