@@ -126,8 +126,8 @@ fn references_are_readable_ids() {
     // The link added with a random id keeps it.
     assert_eq!(cat["mem_links"][1]["to"], "sit_b");
     assert!(cat["mem_links"][1]["id"].is_string());
-    assert_eq!(doc["records"][0]["node"], json!(id("ghost").to_string()));
-    assert_eq!(doc["records"][1]["node"], "sit_b");
+    assert_eq!(doc["records"][0]["node"], "sit_b");
+    assert_eq!(doc["records"][1]["node"], json!(id("ghost").to_string()));
     assert_eq!(doc["feedback"][0]["node"], "sem_cat");
     assert_eq!(doc["forget"][0]["node"], "sit_b");
     assert_eq!(doc["embeddings"][0]["node"], "sit_b");
