@@ -350,6 +350,19 @@ impl MemoryGraph {
         Some(note)
     }
 
+    /// Drops the links buffered for the absent note `to` (it was deleted for good); their
+    /// sources are logged as changed. Returns them. Complexity: O(their number).
+    pub fn remove_pending_to(&mut self, to: &MemoryId) -> Vec<MemoryLink> {
+        let gone = self.pending.remove(to).unwrap_or_default();
+        for l in &gone {
+            self.log.touch(l.from);
+        }
+        if !gone.is_empty() {
+            self.version += 1;
+        }
+        gone
+    }
+
     /// Links buffered for absent targets, grouped by target.
     pub fn pending_links(&self) -> impl Iterator<Item = &MemoryLink> {
         self.pending.values().flatten()

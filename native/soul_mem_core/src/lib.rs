@@ -14,6 +14,7 @@ pub mod import;
 pub mod listing;
 pub mod model;
 pub mod neighbourhood;
+pub mod note_delete;
 pub mod recalled;
 pub mod retrieval;
 pub mod rng;
