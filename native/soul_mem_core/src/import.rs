@@ -158,6 +158,8 @@ pub fn parse_note(graph: &MemoryGraph, bytes: &[u8], max_bytes: u64) -> Result<M
     // Link targets name notes outside this one-note document: give them their UUIDs in the
     // graph so the import resolves them.
     let own = obj.get("id").and_then(|v| v.as_str()).map(str::to_owned);
+    // Each link's target in file order (`None`: the note itself), to restore that order.
+    let mut order: Vec<Option<MemoryId>> = Vec::new();
     if let Some(serde_json::Value::Array(links)) = obj.get_mut("mem_links") {
         for link in links.iter_mut() {
             let Some(to) = link.get_mut("to") else {
@@ -165,10 +167,14 @@ pub fn parse_note(graph: &MemoryGraph, bytes: &[u8], max_bytes: u64) -> Result<M
             };
             let Some(t) = to.as_str() else { continue };
             if own.as_deref() == Some(t) {
+                order.push(None);
                 continue;
             }
             match graph.resolve(t) {
-                Some(id) => *to = serde_json::Value::String(id.to_string()),
+                Some(id) => {
+                    order.push(Some(id));
+                    *to = serde_json::Value::String(id.to_string());
+                }
                 None => {
                     return Err(Error::MissingLinkTarget {
                         node: own.unwrap_or_else(|| "(note)".into()),
@@ -193,8 +199,16 @@ pub fn parse_note(graph: &MemoryGraph, bytes: &[u8], max_bytes: u64) -> Result<M
     let mut note = graph
         .remove(&id)
         .ok_or_else(|| Error::InvalidJson("expected one note".into()))?;
-    // Self-links were attached; the rest waited as pending links. Keep file order.
-    note.links.extend(pending);
+    // Self-links were attached; the rest waited as pending links, grouped by target in no
+    // particular order: put them back in file order.
+    let mut by_target: HashMap<MemoryId, std::collections::VecDeque<MemoryLink>> = HashMap::new();
+    for l in std::mem::take(&mut note.links).into_iter().chain(pending) {
+        by_target.entry(l.to).or_default().push_back(l);
+    }
+    note.links = order
+        .iter()
+        .filter_map(|t| by_target.get_mut(&t.unwrap_or(id))?.pop_front())
+        .collect();
     Ok(note)
 }
 
