@@ -38,7 +38,7 @@ impl Engine {
     /// deletes.
     pub fn delete_note(
         &mut self,
-        mut store: Option<&mut Store>,
+        store: Option<&mut Store>,
         working: Option<&mut WorkingMemory>,
         id: &str,
     ) -> Result<DeleteReport> {
@@ -56,7 +56,7 @@ impl Engine {
             ));
         }
         let mut links = self.graph_links_touching(&uuid);
-        if let Some(store) = store.as_deref_mut() {
+        if let Some(store) = store {
             links.extend(store.link_ids_touching(&uuid)?);
             let synced = self.graph().sync_tag() == Some(store.sync_tag());
             store.delete_note(&uuid)?;

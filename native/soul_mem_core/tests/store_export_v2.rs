@@ -89,10 +89,8 @@ fn filled_store(dir: &std::path::Path) -> Store {
 /// references) that parses as a UUID.
 fn uuid_strings(v: &Value, key: &str, out: &mut Vec<String>) {
     match v {
-        Value::String(s) if key != "uuid" && key != "id" => {
-            if uuid::Uuid::parse_str(s).is_ok() {
-                out.push(format!("{key}: {s}"));
-            }
+        Value::String(s) if key != "uuid" && key != "id" && uuid::Uuid::parse_str(s).is_ok() => {
+            out.push(format!("{key}: {s}"));
         }
         Value::Array(a) => a.iter().for_each(|x| uuid_strings(x, key, out)),
         Value::Object(o) => o.iter().for_each(|(k, x)| uuid_strings(x, k, out)),
