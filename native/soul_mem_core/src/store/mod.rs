@@ -18,7 +18,8 @@
 //! Files: `open.rs` (opening, locking, migrating), `checkpoint.rs` (writing the graph back and
 //! loading it), `notes.rs` (single notes, links and batches of [`Change`]s), `embeddings.rs`,
 //! `records.rs` (retrieval records, forgetting state, feedback), `window.rs` (sliding window
-//! and summary), `activate.rs` (loading the neighbourhood of a topic as a working-memory subgraph), `export.rs`
+//! and summary), `activate.rs` (loading the neighbourhood of a topic as a working-memory subgraph), `listing.rs`
+//! (note listing and search over the notes table), `export.rs`
 //! (whole-character export and import), `rows.rs` (the SQL row writers and readers all of them
 //! share) and `schema.rs` (tables and migrations).
 
