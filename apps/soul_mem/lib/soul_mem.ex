@@ -352,6 +352,33 @@ defmodule SoulMem do
   def put_note(character, note), do: SoulMem.Character.put_note(character, note)
 
   @doc """
+  Deletes one note of a running character for good, by readable id or UUID:
+  the note, every link from or to it, its records, feedback, embeddings and
+  forgetting state. Durable once it returns for a persisted character.
+  Returns `%{id: readable_id, links_removed: n}`; an unknown id fails with a
+  `:not_found` `SoulMem.Error`, the self node `"sem_self"` with
+  `:invalid_argument`.
+  """
+  @spec delete_note(String.t() | pid(), String.t()) ::
+          {:ok, %{id: String.t(), links_removed: non_neg_integer()}} | {:error, term()}
+  def delete_note(character, note_id) when is_binary(note_id),
+    do: SoulMem.Character.delete_note(character, note_id)
+
+  @doc """
+  Lists and searches the notes of a running character (all of its long-term
+  memory, also in activation mode). `opts` (atom or string keys, all
+  optional): `query`, `kind` (`"semantic"`, `"specific_situation"`,
+  `"abstract_situation"`, `"procedure"`), `page` (from 1), `per_page`
+  (1..200, default 50). Returns `%{"total", "page", "per_page", "items"}`
+  (see `t:SoulMem.Memory.listing/0`); bad options fail with an
+  `:invalid_argument` `SoulMem.Error` naming the field.
+  """
+  @spec notes(String.t() | pid(), SoulMem.Memory.list_opts()) ::
+          {:ok, SoulMem.Memory.listing()} | {:error, term()}
+  def notes(character, opts \\ %{}) when is_map(opts),
+    do: SoulMem.Character.list_notes(character, opts)
+
+  @doc """
   One note of a running character, by readable id or UUID.
   """
   @spec get_note(String.t() | pid(), String.t()) :: {:ok, map()} | {:error, term()}

@@ -233,7 +233,10 @@ impl MemoryGraph {
     /// Adds a link. Its source must exist; a missing target buffers it (see [`Self::insert`]).
     pub fn add_link(&mut self, link: MemoryLink) -> Result<()> {
         if !self.notes.contains_key(&link.from) {
-            return Err(Error::NotFound(format!("link source {}", link.from)));
+            return Err(Error::NotFound(format!(
+                "link source {:?}",
+                self.readable_of(&link.from)
+            )));
         }
         validate_intensity(&self.readable_of(&link.from), link.intensity)?;
         self.attach_or_buffer(link);
@@ -292,7 +295,7 @@ impl MemoryGraph {
             if l.to != note.id && !self.notes.contains_key(&l.to) {
                 return Err(Error::MissingLinkTarget {
                     node: note.readable_id.clone(),
-                    target: l.to.to_string(),
+                    target: self.readable_of(&l.to),
                 });
             }
             validate_intensity(&note.readable_id, l.intensity)?;
@@ -345,6 +348,19 @@ impl MemoryGraph {
         self.pending.retain(|_, v| !v.is_empty());
         self.version += 1;
         Some(note)
+    }
+
+    /// Drops the links buffered for the absent note `to` (it was deleted for good); their
+    /// sources are logged as changed. Returns them. Complexity: O(their number).
+    pub fn remove_pending_to(&mut self, to: &MemoryId) -> Vec<MemoryLink> {
+        let gone = self.pending.remove(to).unwrap_or_default();
+        for l in &gone {
+            self.log.touch(l.from);
+        }
+        if !gone.is_empty() {
+            self.version += 1;
+        }
+        gone
     }
 
     /// Links buffered for absent targets, grouped by target.

@@ -58,18 +58,46 @@ struct RawNode {
     last_accessed_time: Option<String>,
     #[serde(default)]
     core: Option<bool>,
+    // Note bodies (`note_to_value`) and export documents carry these: a note can be put as
+    // it was read. `uuid`: the note's identity (default: derived from the readable id).
+    #[serde(default)]
+    uuid: Option<uuid::Uuid>,
+    #[serde(default)]
+    archived: Option<bool>,
 }
 
-#[derive(Debug, Deserialize, Serialize)]
+/// A link as files write it: Graph JSON's `{from, to, intensity, link_type}` or the export
+/// document's `{to, intensity, link_type}` (`from` optional; when given it must be the note
+/// itself), with readable ids; `id` only when it is not the derived one (see [`link_id`]).
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-struct RawLink {
+pub(crate) struct RawLink {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    id: Option<uuid::Uuid>,
-    from: String,
-    to: String,
+    pub(crate) id: Option<uuid::Uuid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) from: Option<String>,
+    pub(crate) to: String,
     #[serde(default = "default_intensity")]
-    intensity: f64,
-    link_type: MemoryLinkType,
+    pub(crate) intensity: f64,
+    pub(crate) link_type: MemoryLinkType,
+}
+
+/// The id of the `ordinal`-th link of a list: the one given, else the derived one
+/// ([`LinkId::derive`]), so files need not carry link ids.
+pub(crate) fn link_id(
+    given: Option<uuid::Uuid>,
+    from: MemoryId,
+    to: MemoryId,
+    ordinal: usize,
+) -> LinkId {
+    given
+        .map(LinkId)
+        .unwrap_or_else(|| LinkId::derive(from, to, ordinal))
+}
+
+/// The id to write for the `ordinal`-th link of a list: none when a reader derives it anyway.
+pub(crate) fn written_link_id(l: &MemoryLink, ordinal: usize) -> Option<uuid::Uuid> {
+    (LinkId::derive(l.from, l.to, ordinal) != l.id).then_some(l.id.0)
 }
 
 fn default_intensity() -> f64 {
@@ -109,12 +137,15 @@ fn check_size(size: u64, limit: u64) -> Result<()> {
     }
 }
 
-/// Parses ONE note in Graph JSON node shape (an object, as one element of a Graph JSON array)
-/// for `character`, with all of its outgoing links (targets by readable id or UUID; they are
-/// not checked here — see [`MemoryGraph::prepare_upsert`]). Same validation as an import.
+/// Parses ONE note in Graph JSON node shape (an object, as one element of a Graph JSON array;
+/// links in Graph JSON shape `{from?, to, intensity, link_type}` or the export document's)
+/// for `graph`'s character, with all of its outgoing links. Targets are readable ids or UUIDs
+/// of notes of `graph` (or the note itself); another target is a
+/// [`Error::MissingLinkTarget`] naming it as given. Same validation as an import.
 ///
-/// Complexity: O(bytes).
-pub fn parse_note(character: &str, bytes: &[u8], max_bytes: u64) -> Result<MemoryNote> {
+/// Complexity: O(bytes + links).
+pub fn parse_note(graph: &MemoryGraph, bytes: &[u8], max_bytes: u64) -> Result<MemoryNote> {
+    let character = graph.character();
     check_size(bytes.len() as u64, max_bytes)?;
     let text = std::str::from_utf8(bytes).map_err(|e| Error::NotUtf8(e.valid_up_to()))?;
     let mut value: serde_json::Value =
@@ -124,15 +155,31 @@ pub fn parse_note(character: &str, bytes: &[u8], max_bytes: u64) -> Result<Memor
             "expected one note (a JSON object)".into(),
         ));
     };
-    // Link targets name notes outside this one-note document: give them their UUIDs (derived
-    // from the readable id, as an import of the whole graph does) so the import resolves them.
+    // Link targets name notes outside this one-note document: give them their UUIDs in the
+    // graph so the import resolves them.
+    let own = obj.get("id").and_then(|v| v.as_str()).map(str::to_owned);
+    // Each link's target in file order (`None`: the note itself), to restore that order.
+    let mut order: Vec<Option<MemoryId>> = Vec::new();
     if let Some(serde_json::Value::Array(links)) = obj.get_mut("mem_links") {
         for link in links.iter_mut() {
-            if let Some(to) = link.get_mut("to") {
-                if let Some(t) = to.as_str() {
-                    if uuid::Uuid::parse_str(t).is_err() {
-                        *to = serde_json::Value::String(MemoryId::derive(character, t).to_string());
-                    }
+            let Some(to) = link.get_mut("to") else {
+                continue;
+            };
+            let Some(t) = to.as_str() else { continue };
+            if own.as_deref() == Some(t) {
+                order.push(None);
+                continue;
+            }
+            match graph.resolve(t) {
+                Some(id) => {
+                    order.push(Some(id));
+                    *to = serde_json::Value::String(id.to_string());
+                }
+                None => {
+                    return Err(Error::MissingLinkTarget {
+                        node: own.unwrap_or_else(|| "(note)".into()),
+                        target: t.to_owned(),
+                    })
                 }
             }
         }
@@ -152,8 +199,16 @@ pub fn parse_note(character: &str, bytes: &[u8], max_bytes: u64) -> Result<Memor
     let mut note = graph
         .remove(&id)
         .ok_or_else(|| Error::InvalidJson("expected one note".into()))?;
-    // Self-links were attached; the rest waited as pending links. Keep file order.
-    note.links.extend(pending);
+    // Self-links were attached; the rest waited as pending links, grouped by target in no
+    // particular order: put them back in file order.
+    let mut by_target: HashMap<MemoryId, std::collections::VecDeque<MemoryLink>> = HashMap::new();
+    for l in std::mem::take(&mut note.links).into_iter().chain(pending) {
+        by_target.entry(l.to).or_default().push_back(l);
+    }
+    note.links = order
+        .iter()
+        .filter_map(|t| by_target.get_mut(&t.unwrap_or(id))?.pop_front())
+        .collect();
     Ok(note)
 }
 
@@ -368,10 +423,18 @@ fn build_graph(character: &str, raw: Vec<RawNode>, opts: &ImportOptions) -> Resu
     let mut ids: HashMap<&str, MemoryId> = HashMap::with_capacity(raw.len());
     for (i, n) in raw.iter().enumerate() {
         check_non_empty(&format!("#{i}"), "id", &n.id)?;
-        if ids
-            .insert(n.id.as_str(), MemoryId::derive(character, &n.id))
-            .is_some()
-        {
+        if n.archived == Some(true) {
+            return Err(Error::invalid_value(
+                &n.id,
+                "archived",
+                "only a character export document can hold archived notes",
+            ));
+        }
+        let uuid = n
+            .uuid
+            .map(MemoryId)
+            .unwrap_or_else(|| MemoryId::derive(character, &n.id));
+        if ids.insert(n.id.as_str(), uuid).is_some() {
             return Err(Error::DuplicateId {
                 id: n.id.clone(),
                 index: Some(i),
@@ -402,12 +465,14 @@ fn build_graph(character: &str, raw: Vec<RawNode>, opts: &ImportOptions) -> Resu
         let from = ids[node];
         let mut links = Vec::with_capacity(n.mem_links.len());
         for (ordinal, l) in n.mem_links.iter().enumerate() {
-            if l.from != n.id && resolve(&l.from) != Some(from) {
-                return Err(Error::invalid_value(
-                    node,
-                    &format!("mem_links[{ordinal}].from"),
-                    format!("must equal the node id, got {:?}", l.from),
-                ));
+            if let Some(given) = &l.from {
+                if *given != n.id && resolve(given) != Some(from) {
+                    return Err(Error::invalid_value(
+                        node,
+                        &format!("mem_links[{ordinal}].from"),
+                        format!("must equal the node id, got {given:?}"),
+                    ));
+                }
             }
             validate_intensity(node, l.intensity)
                 .and_then(|()| validate_link_type(node, &l.link_type))
@@ -430,10 +495,7 @@ fn build_graph(character: &str, raw: Vec<RawNode>, opts: &ImportOptions) -> Resu
                 }
             };
             links.push(MemoryLink {
-                id: l
-                    .id
-                    .map(LinkId)
-                    .unwrap_or_else(|| LinkId::derive(from, to, ordinal)),
+                id: link_id(l.id, from, to, ordinal),
                 from,
                 to,
                 intensity: l.intensity,
@@ -484,7 +546,7 @@ fn export_node<'a>(graph: &MemoryGraph, note: &'a MemoryNote) -> ExportNode<'a> 
             .chain(pending)
             .map(|l| RawLink {
                 id: Some(l.id.0),
-                from: note.readable_id.clone(),
+                from: Some(note.readable_id.clone()),
                 to: graph.readable_of(&l.to),
                 intensity: l.intensity,
                 link_type: l.link_type.clone(),

@@ -14,16 +14,7 @@ use soul_mem_core::store::{ForgetState, Message, Store};
 
 const C: &str = "小红";
 
-const GRAPH: &str = r#"[
-  {"id":"sem_self","tags":["我"],"mem_type":{"Semantic":{"content":"小红","aliases":[],"concept_type":"Entity","description":"自己"}},
-   "mem_links":[{"from":"sem_self","to":"sit_b","intensity":0.8,"link_type":{"Sem":{"verb":"参与","confidence":0.7}}},
-                {"from":"sem_self","to":"sem_cat","intensity":0.5,"link_type":{"Sem":{"verb":"养","confidence":0.9}}}]},
-  {"id":"sit_b","tags":[],"mem_type":{"Situation":{"SpecificSituation":{"narrative":"吃麻辣烫","time_span":"2026-06-01T08:00:00Z","context":{"location":{"name":"店","coordinates":""},"participants":[],"emotions":[],"sensory_data":[],"environment":{"atmosphere":"","tone":""},"event":[]}}}},
-   "mem_links":[{"from":"sit_b","to":"proc_c","intensity":0.9,"link_type":{"Proc":{"prob":0.6}}}]},
-  {"id":"proc_c","tags":[],"mem_type":{"Procedure":{"action":{"content":"摸辫子","action_type":{"Skill":{}}}}},"mem_links":[]},
-  {"id":"sem_cat","tags":["猫"],"mem_type":{"Semantic":{"content":"橘猫","aliases":[],"concept_type":"Entity","description":"家里的猫"}},
-   "mem_links":[{"from":"sem_cat","to":"sem_self","intensity":0.3,"link_type":{"Sem":{"verb":"属于","confidence":0.8}}}]}
-]"#;
+use store_util::STORE_GRAPH as GRAPH;
 
 /// A store holding every kind of row an export carries.
 fn filled_store(dir: &std::path::Path) -> Store {
@@ -112,12 +103,14 @@ fn corrupt(doc: &mut Value, kind: u8, a: usize, b: usize) -> &'static [&'static 
             // Dropping a note another note links to leaves that link dangling.
             let target = doc["notes"][li.0]["mem_links"][li.1]["to"].clone();
             let notes = doc["notes"].as_array_mut().unwrap();
-            notes.retain(|x| x["uuid"] != target);
+            notes.retain(|x| x["id"] != target);
             &["missing_link_target"]
         }
         5 => {
-            doc["notes"][lj.0]["mem_links"][lj.1]["id"] =
-                doc["notes"][li.0]["mem_links"][li.1]["id"].clone();
+            // Version 2 writes no derivable link id: give two links the same one.
+            let id = json!(uuid::Uuid::from_u128(0xd0_0b1e + b as u128));
+            doc["notes"][lj.0]["mem_links"][lj.1]["id"] = id.clone();
+            doc["notes"][li.0]["mem_links"][li.1]["id"] = id;
             &["duplicate_id"]
         }
         6 => {
@@ -165,7 +158,8 @@ fn corrupt(doc: &mut Value, kind: u8, a: usize, b: usize) -> &'static [&'static 
             &["invalid_json"]
         }
         _ => {
-            let id = doc["notes"][li.0]["mem_links"][li.1]["id"].clone();
+            let id = json!(uuid::Uuid::from_u128(0x0f_0f + b as u128));
+            doc["notes"][li.0]["mem_links"][li.1]["id"] = id.clone();
             doc["orphan_links"] = json!([{"id": id, "from": uuid::Uuid::from_u128(10), "to": uuid::Uuid::from_u128(b as u128), "intensity": 0.5, "link_type": {"Sem": {"verb": "x", "confidence": 0.5}}}]);
             &["duplicate_id"]
         }
@@ -220,7 +214,9 @@ fn refusals_name_the_note_and_field() {
     assert!(e.to_string().contains(&id_of(0)), "{e}");
 
     let mut bad = doc.clone();
-    bad["notes"][1]["mem_links"][0]["id"] = bad["notes"][0]["mem_links"][0]["id"].clone();
+    let same = json!(uuid::Uuid::from_u128(5));
+    bad["notes"][0]["mem_links"][0]["id"] = same.clone();
+    bad["notes"][1]["mem_links"][0]["id"] = same;
     let e = store.import_character(&bad).unwrap_err();
     assert!(
         e.to_string().contains(&id_of(1)) && e.to_string().contains("mem_links[0].id"),

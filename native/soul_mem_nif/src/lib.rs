@@ -12,6 +12,9 @@ mod store;
 mod term;
 mod working;
 
+// Note listing and deletion (issue 18).
+mod notes;
+
 pub use error::NifError;
 
 rustler::init!("Elixir.SoulMem.Native");

@@ -449,8 +449,7 @@ fn note_put<'a>(
 ) -> Term<'a> {
     let result = (|| {
         let mut engine = graph.write()?;
-        let character = engine.graph().character().to_owned();
-        let note = import::parse_note(&character, note_json.as_slice(), MAX_NOTE_BYTES)?;
+        let note = import::parse_note(engine.graph(), note_json.as_slice(), MAX_NOTE_BYTES)?;
         let id = match &store {
             // Durable first; keeps the graph's sync with the store (incremental checkpoints).
             Some(store) => with_store(store, |s| Ok(s.upsert_note(engine.graph_mut(), note)?))?,

@@ -39,7 +39,7 @@ pub struct WorkingResource {
 #[rustler::resource_impl]
 impl rustler::Resource for WorkingResource {}
 
-type WorkingHandle = ResourceArc<WorkingResource>;
+pub(crate) type WorkingHandle = ResourceArc<WorkingResource>;
 
 impl WorkingResource {
     fn lock(&self) -> Result<MutexGuard<'_, WorkingState>, NifError> {
@@ -233,6 +233,17 @@ fn working_checkpoint<'a>(env: Env<'a>, working: WorkingHandle, extra: Term<'a>)
         })
     })();
     ok_or_error(env, result)
+}
+
+/// Deletes a note through working memory (`note_delete` with a working handle): from the
+/// working graph, the store and the long-term index.
+pub(crate) fn delete_working_note(
+    working: &WorkingHandle,
+    id: &str,
+) -> Result<soul_mem_core::note_delete::DeleteReport, NifError> {
+    with_all(working, |wm, engine, store| {
+        Ok(engine.delete_note(Some(store), Some(wm), id)?)
+    })
 }
 
 /// State of the working memory: `{model, dim, vectors, working_size, non_core, boundary,

@@ -162,6 +162,28 @@ defmodule SoulMem.Character do
   def put_note(character, note, timeout \\ @timeout),
     do: call(character, {:put_note, note}, timeout)
 
+  @doc """
+  Deletes one note for good (`SoulMem.Memory.delete_note/3`): from the graph
+  and, durably before it returns, the store; its records and feedback go
+  too. `{:ok, %{id, links_removed}}`.
+  """
+  @spec delete_note(character(), String.t(), timeout()) ::
+          {:ok, %{id: String.t(), links_removed: non_neg_integer()}}
+          | {:error, SoulMem.Error.t()}
+          | call_error()
+  def delete_note(character, id, timeout \\ @timeout) when is_binary(id),
+    do: call(character, {:delete_note, id}, timeout)
+
+  @doc """
+  Lists and searches the character's notes (`SoulMem.Memory.list_notes/2`
+  options and result); in activation mode the store's, since the graph
+  holds only the working set.
+  """
+  @spec list_notes(character(), SoulMem.Memory.list_opts(), timeout()) ::
+          {:ok, SoulMem.Memory.listing()} | {:error, SoulMem.Error.t()} | call_error()
+  def list_notes(character, opts \\ %{}, timeout \\ @timeout),
+    do: call(character, {:list_notes, opts}, timeout)
+
   @doc "The whole character as one JSON document, after writing the live state back."
   @spec export(character(), timeout()) ::
           {:ok, binary()} | {:error, :not_persisted | SoulMem.Error.t()} | call_error()
@@ -293,6 +315,27 @@ defmodule SoulMem.Character do
   def handle_call({:put_note, note}, _from, server),
     do:
       {:reply, Memory.put_note(server.memory, note, server.store), apply_event(server, :request)}
+
+  def handle_call({:delete_note, id}, _from, server) do
+    case Memory.delete_note(server.memory, id, server.store) do
+      {:ok, deleted} -> {:reply, {:ok, deleted}, apply_event(server, {:note_deleted, deleted.id})}
+      {:error, _} = error -> {:reply, error, apply_event(server, :request)}
+    end
+  end
+
+  def handle_call({:list_notes, opts}, _from, server) do
+    # In activation mode the graph is only the working set: the store has every note.
+    listing =
+      case server do
+        %{store: %Store{} = store, memory: %Memory{working: working}} when working != nil ->
+          Store.list_notes(store, opts)
+
+        _ ->
+          Memory.list_notes(server.memory, opts)
+      end
+
+    {:reply, listing, apply_event(server, :request)}
+  end
 
   def handle_call(:export, _from, %{store: nil} = server),
     do: {:reply, {:error, :not_persisted}, server}

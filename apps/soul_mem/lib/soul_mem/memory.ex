@@ -178,6 +178,97 @@ defmodule SoulMem.Memory do
 
   defp note_json(_note), do: {:error, Error.new(:invalid_json, "expected a note map or JSON")}
 
+  @typedoc """
+  A note listing request (atom or string keys, every key optional): `query`
+  (text searched case-insensitively in ids, texts, aliases, descriptions and
+  tags; several words also match notes holding all of them), `kind`
+  (`"semantic"`, `"specific_situation"`, `"abstract_situation"`,
+  `"procedure"`), `page` (from 1) and `per_page` (1..200, default 50);
+  integers may be given as decimal strings (query parameters).
+  """
+  @type list_opts :: %{optional(atom() | String.t()) => term()}
+
+  @typedoc """
+  One page of notes, as the JSON API shows it: `"total"`, `"page"`,
+  `"per_page"` and `"items"`, each `%{"id", "kind", "text", "tags", "core",
+  "aliases" (semantic notes), "links" (outgoing), "retrieval_count",
+  "last_accessed_time"}`.
+  """
+  @type listing :: %{String.t() => term()}
+
+  @doc """
+  Lists and searches the notes of the graph: filtered by kind and query,
+  exact matches first, then notes matching more of the query's words, then
+  graph order; paged. A bad kind, page or per_page fails with reason
+  `:invalid_argument` naming it. In activation mode the graph holds only
+  the working set: list the store instead (`SoulMem.Store.list_notes/2`).
+  """
+  @spec list_notes(t(), list_opts()) :: {:ok, listing()} | {:error, Error.t()}
+  def list_notes(%__MODULE__{ref: ref}, opts \\ %{}) do
+    with {:ok, request} <- list_request(opts),
+         do: ref |> Native.graph_list_notes(request) |> wrap()
+  end
+
+  @doc """
+  The typed request of `list_notes/2` (and `SoulMem.Store.list_notes/2`) for
+  `opts`: `{:ok, %{query, kind, page, per_page}}` (`nil` for defaults), or
+  `:invalid_argument` for an unknown key or a value of the wrong type.
+  """
+  @spec list_request(list_opts()) :: {:ok, map()} | {:error, Error.t()}
+  def list_request(opts) when is_map(opts) do
+    Enum.reduce_while(opts, {:ok, %{query: nil, kind: nil, page: nil, per_page: nil}}, fn
+      {key, value}, {:ok, acc} ->
+        case list_option(to_string(key), value) do
+          {:ok, k, v} -> {:cont, {:ok, Map.put(acc, k, v)}}
+          {:error, _} = error -> {:halt, error}
+        end
+    end)
+  end
+
+  def list_request(_opts), do: {:error, Error.new(:invalid_argument, "expected a map of options")}
+
+  defp list_option(key, nil) when key in ~w(query kind page per_page),
+    do: {:ok, String.to_existing_atom(key), nil}
+
+  defp list_option(key, value) when key in ~w(query kind) and is_binary(value),
+    do: {:ok, String.to_existing_atom(key), value}
+
+  defp list_option("kind", value) when is_atom(value), do: {:ok, :kind, Atom.to_string(value)}
+
+  defp list_option(key, value) when key in ~w(page per_page) and is_integer(value),
+    do: {:ok, String.to_existing_atom(key), value}
+
+  defp list_option(key, value) when key in ~w(page per_page) and is_binary(value) do
+    case Integer.parse(String.trim(value)) do
+      {n, ""} ->
+        {:ok, String.to_existing_atom(key), n}
+
+      _ ->
+        {:error, Error.new(:invalid_argument, "#{key} must be an integer, got #{inspect(value)}")}
+    end
+  end
+
+  defp list_option(key, value),
+    do: {:error, Error.new(:invalid_argument, "invalid #{key}: #{inspect(value, limit: 5)}")}
+
+  @doc """
+  Deletes a note (readable id or UUID) for good: the note and every link
+  from or to it leave the graph (recall no longer finds it) and, with a
+  `store`, the store in one transaction (note, links in both directions,
+  embeddings, forgetting state, retrieval records and feedback), store
+  first. In activation mode the character's store is used and the
+  long-term index forgets the note. Returns `%{id: readable_id,
+  links_removed: n}`; an unknown id fails with `:not_found`, the self node
+  (`"sem_self"`) with `:invalid_argument`.
+  """
+  @spec delete_note(t(), note_id(), SoulMem.Store.t() | nil) ::
+          {:ok, %{id: String.t(), links_removed: non_neg_integer()}} | {:error, Error.t()}
+  def delete_note(%__MODULE__{ref: ref, working: working}, id, store \\ nil)
+      when is_binary(id) do
+    store_ref = if store, do: store.ref
+    (working || ref) |> Native.note_delete(store_ref, id) |> wrap()
+  end
+
   @doc """
   The notes within `hops` links of `ids` (either direction; unknown ids are
   skipped), at most `max_notes` (nearest first), and the links among them:

@@ -128,4 +128,13 @@ defmodule SoulMem.Native do
   def working_checkpoint(_working, _extra_json), do: :erlang.nif_error(:nif_not_loaded)
   # normal: {:ok, info_json}
   def working_info(_working), do: :erlang.nif_error(:nif_not_loaded)
+
+  # Note listing and deletion (issue 18).
+  # DirtyCpu, typed request %{query, kind, page, per_page} (nil = default); the listing as a
+  # string-keyed map
+  def graph_list_notes(_graph, _request), do: :erlang.nif_error(:nif_not_loaded)
+  # DirtyIo: the same over the store's active notes (working-memory mode)
+  def store_list_notes(_store, _request), do: :erlang.nif_error(:nif_not_loaded)
+  # DirtyIo: graph or working handle, store or nil; {:ok, %{id, links_removed}}
+  def note_delete(_handle, _store, _id), do: :erlang.nif_error(:nif_not_loaded)
 end

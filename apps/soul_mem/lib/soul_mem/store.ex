@@ -280,6 +280,17 @@ defmodule SoulMem.Store do
   end
 
   @doc """
+  Lists and searches the store's active notes, as `SoulMem.Memory.list_notes/2`
+  lists a graph (same options and result): the listing of a character in
+  activation mode, whose graph holds only the working set.
+  """
+  @spec list_notes(t(), Memory.list_opts()) :: {:ok, Memory.listing()} | {:error, Error.t()}
+  def list_notes(%__MODULE__{ref: ref}, opts \\ %{}) do
+    with {:ok, request} <- Memory.list_request(opts),
+         do: Error.from_native(Native.store_list_notes(ref, request))
+  end
+
+  @doc """
   Counts and facts about the file: notes, archived, links, window, schema
   version, path, and `"last_checkpoint"` — what the last `checkpoint/3`
   through this handle wrote (`"mode"` `"full"` or `"incremental"`,

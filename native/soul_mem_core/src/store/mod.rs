@@ -18,8 +18,9 @@
 //! Files: `open.rs` (opening, locking, migrating), `checkpoint.rs` (writing the graph back and
 //! loading it), `notes.rs` (single notes, links and batches of [`Change`]s), `embeddings.rs`,
 //! `records.rs` (retrieval records, forgetting state, feedback), `window.rs` (sliding window
-//! and summary), `activate.rs` (loading the neighbourhood of a topic as a working-memory subgraph), `peek.rs`
-//! (who a file belongs to, read without its lock), `export.rs`
+//! and summary), `activate.rs` (loading the neighbourhood of a topic as a working-memory subgraph),
+//! `peek.rs` (who a file belongs to, read without its lock), `listing.rs` (note listing and
+//! search over the notes table), `export.rs`
 //! (whole-character export and import), `rows.rs` (the SQL row writers and readers all of them
 //! share) and `schema.rs` (tables and migrations).
 
@@ -27,6 +28,7 @@ mod activate;
 mod checkpoint;
 mod embeddings;
 mod export;
+mod listing;
 mod notes;
 mod open;
 mod peek;
@@ -56,8 +58,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Format tag of [`Store::export_character`] documents.
 pub const EXPORT_FORMAT: &str = "soulmem-character";
-/// Version of the export document layout.
-pub const EXPORT_VERSION: u32 = 1;
+/// Version of the export document layout written (1: UUID references; 2: readable ids).
+pub const EXPORT_VERSION: u32 = 2;
 
 /// Meta key holding the character name.
 const META_CHARACTER: &str = "character";

@@ -17,6 +17,38 @@ impl Store {
         Ok(Some(note))
     }
 
+    /// The stored note (archived or not) named by `id` — its readable id or UUID text:
+    /// `(uuid, readable id)`. Complexity: O(log rows).
+    pub fn find_note(&self, id: &str) -> Result<Option<(MemoryId, String)>> {
+        let row: Option<(String, String)> = self
+            .conn
+            .query_row(
+                "SELECT id, readable_id FROM notes WHERE readable_id=?1 OR id=?1
+                 ORDER BY readable_id=?1 DESC LIMIT 1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(|e| db_err(&self.path, e))?;
+        row.map(|(uuid, readable)| Ok((MemoryId(parse_id(&self.path, &uuid)?), readable)))
+            .transpose()
+    }
+
+    /// Ids of the stored links from or to `id`. Complexity: O(log rows + their number).
+    pub fn link_ids_touching(&self, id: &MemoryId) -> Result<Vec<LinkId>> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT id FROM links WHERE from_id=?1 OR to_id=?1")
+            .map_err(|e| db_err(&self.path, e))?;
+        let ids: Vec<String> = st
+            .query_map([id.to_string()], |r| r.get(0))
+            .and_then(|it| it.collect())
+            .map_err(|e| db_err(&self.path, e))?;
+        ids.iter()
+            .map(|s| Ok(LinkId(parse_id(&self.path, s)?)))
+            .collect()
+    }
+
     /// True when the note is stored and archived.
     pub fn is_archived(&self, id: &MemoryId) -> Result<bool> {
         let v: Option<i64> = self
@@ -91,8 +123,9 @@ impl Store {
         })
     }
 
-    /// Deletes a note for good, with its links in both directions, embeddings, forgetting state
-    /// and retrieval records. Returns whether it existed.
+    /// Deletes a note for good, with its links in both directions, embeddings, forgetting state,
+    /// retrieval records and feedback (they describe a memory that no longer exists), in one
+    /// transaction. Returns whether it existed.
     pub fn delete_note(&mut self, id: &MemoryId) -> Result<bool> {
         let s = id.to_string();
         self.write_rows(|c, p| delete_note_rows(c, p, &s, true))

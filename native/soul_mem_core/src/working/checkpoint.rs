@@ -226,4 +226,18 @@ impl WorkingMemory {
             self.clean.remove(id);
         }
     }
+
+    /// Forgets a note deleted for good (`crate::note_delete`), resident or not: its row of the
+    /// long-term index and its activation bookkeeping go, and links to it are never written
+    /// back. Complexity: O(resident notes) (neighbour lists).
+    pub fn note_deleted(&mut self, id: &MemoryId) {
+        self.index.remove(id);
+        self.last.remove(id);
+        self.nbrs.remove(id);
+        self.clean.remove(id);
+        for nbrs in self.nbrs.values_mut() {
+            nbrs.retain(|n| n != id);
+        }
+        self.deleted.insert(*id);
+    }
 }

@@ -22,3 +22,16 @@ pub fn tmp(prefix: &str, name: &str) -> PathBuf {
 pub fn t(s: i64) -> DateTime<Utc> {
     Utc.timestamp_opt(1_780_000_000 + s, 0).unwrap()
 }
+
+/// A small graph with every kind of note and link (sem_self → sit_b → proc_c, sem_self ⇄
+/// sem_cat), for the store import and export tests.
+pub const STORE_GRAPH: &str = r#"[
+  {"id":"sem_self","tags":["我"],"mem_type":{"Semantic":{"content":"小红","aliases":[],"concept_type":"Entity","description":"自己"}},
+   "mem_links":[{"from":"sem_self","to":"sit_b","intensity":0.8,"link_type":{"Sem":{"verb":"参与","confidence":0.7}}},
+                {"from":"sem_self","to":"sem_cat","intensity":0.5,"link_type":{"Sem":{"verb":"养","confidence":0.9}}}]},
+  {"id":"sit_b","tags":[],"mem_type":{"Situation":{"SpecificSituation":{"narrative":"吃麻辣烫","time_span":"2026-06-01T08:00:00Z","context":{"location":{"name":"店","coordinates":""},"participants":[],"emotions":[],"sensory_data":[],"environment":{"atmosphere":"","tone":""},"event":[]}}}},
+   "mem_links":[{"from":"sit_b","to":"proc_c","intensity":0.9,"link_type":{"Proc":{"prob":0.6}}}]},
+  {"id":"proc_c","tags":[],"mem_type":{"Procedure":{"action":{"content":"摸辫子","action_type":{"Skill":{}}}}},"mem_links":[]},
+  {"id":"sem_cat","tags":["猫"],"mem_type":{"Semantic":{"content":"橘猫","aliases":[],"concept_type":"Entity","description":"家里的猫"}},
+   "mem_links":[{"from":"sem_cat","to":"sem_self","intensity":0.3,"link_type":{"Sem":{"verb":"属于","confidence":0.8}}}]}
+]"#;

@@ -116,6 +116,7 @@ defmodule SoulMem.Character.State do
           | {:task_done, term(), term()}
           | {:record, [String.t()], DateTime.t()}
           | {:feedback, String.t(), 1 | -1, DateTime.t()}
+          | {:note_deleted, String.t()}
           | {:saved, term(), :ok | {:error, term()}}
 
   @type t :: %__MODULE__{
@@ -332,6 +333,15 @@ defmodule SoulMem.Character.State do
 
   defp event(state, {:feedback, id, value, at}) do
     touch(%{state | feedback: prepend(state.feedback, id, {value, at})})
+  end
+
+  # The note is gone (from the store too): so are its records and feedback.
+  defp event(state, {:note_deleted, id}) do
+    touch(%{
+      state
+      | records: Map.delete(state.records, id),
+        feedback: Map.delete(state.feedback, id)
+    })
   end
 
   defp event(state, {:saved, :summary, :ok}), do: {%{state | pop_to: nil}, []}
