@@ -6,8 +6,9 @@
 //! Matching is a case-insensitive substring search over the note's readable id, its text
 //! (content / narrative / pattern / action), aliases, description and tags. A query of several
 //! words (whitespace or jieba tokens) also matches a note holding every one of them. Ranking:
-//! exact substring matches first, then more matched tokens, then the given (graph or stored)
-//! order. No index: O(notes × text) per call, fine up to ~100k notes (measured in the tests).
+//! notes *named* by the query first (it is the note's id, name or an alias; then: part of one),
+//! then exact substring matches, then more matched tokens, then the given (graph or stored)
+//! order — searching "Grandma" lists the note about her before the notes that mention her. No index: O(notes × text) per call, fine up to ~100k notes (measured in the tests).
 
 use crate::error::{Error, Result};
 use crate::graph::MemoryGraph;
@@ -136,14 +137,15 @@ impl NoteFilter {
         })
     }
 
-    /// How well `note` matches: `None` when it does not; else (exact substring, tokens
-    /// matched). Complexity: O(text of the note × tokens).
-    fn rank(&self, note: &MemoryNote) -> Option<(bool, usize)> {
+    /// How well `note` matches: `None` when it does not; else (named: 2 when the query is
+    /// one of its names, 1 when part of one, 0 otherwise; exact substring; tokens matched).
+    /// Complexity: O(text of the note × tokens).
+    fn rank(&self, note: &MemoryNote) -> Option<Rank> {
         if self.kind.is_some_and(|k| k != note.kind()) {
             return None;
         }
         if self.query.is_empty() {
-            return Some((true, 0));
+            return Some((0, true, 0));
         }
         let hay = haystack(note);
         let exact = hay.contains(&self.query);
@@ -152,8 +154,23 @@ impl NoteFilter {
             .iter()
             .filter(|t| hay.contains(t.as_str()))
             .count();
+        let named = if !exact {
+            0
+        } else {
+            names(note)
+                .map(|name| {
+                    let name = name.to_lowercase();
+                    if name == self.query {
+                        2
+                    } else {
+                        u8::from(name.contains(&self.query))
+                    }
+                })
+                .max()
+                .unwrap_or(0)
+        };
         (exact || (!self.tokens.is_empty() && matched == self.tokens.len()))
-            .then_some((exact, matched))
+            .then_some((named, exact, matched))
     }
 
     /// Filters, ranks and pages `notes` (each with its outgoing link count), given in the
@@ -162,19 +179,14 @@ impl NoteFilter {
         &self,
         notes: impl IntoIterator<Item = (&'a MemoryNote, usize)>,
     ) -> NoteListing {
-        let mut hits: Vec<((bool, usize), usize, &'a MemoryNote, usize)> = Vec::new();
+        let mut hits: Vec<(Rank, usize, &'a MemoryNote, usize)> = Vec::new();
         for (order, (note, links)) in notes.into_iter().enumerate() {
             if let Some(rank) = self.rank(note) {
                 hits.push((rank, order, note, links));
             }
         }
-        // Exact first, then more tokens, then the given order.
-        hits.sort_by(|a, b| {
-            b.0 .0
-                .cmp(&a.0 .0)
-                .then(b.0 .1.cmp(&a.0 .1))
-                .then(a.1.cmp(&b.1))
-        });
+        // Best rank first (named, exact, more tokens), then the given order.
+        hits.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         let total = hits.len();
         let start = (self.page - 1).saturating_mul(self.per_page);
         let items = hits
@@ -227,6 +239,20 @@ fn listed(n: &MemoryNote, links: usize) -> ListedNote {
         retrieval_count: n.retrieval_count,
         last_accessed_time: n.last_accessed_time,
     }
+}
+
+/// (named, exact substring, tokens matched) of a matching note; larger is better.
+type Rank = (u8, bool, usize);
+
+/// What a note is called: its readable id and, for a semantic note, its name and aliases.
+fn names(n: &MemoryNote) -> impl Iterator<Item = &str> {
+    let semantic = match &n.mem_type {
+        MemoryType::Semantic(s) => Some(s),
+        _ => None,
+    };
+    std::iter::once(n.readable_id.as_str())
+        .chain(semantic.map(|s| s.content.as_str()))
+        .chain(semantic.into_iter().flat_map(|s| s.aliases.iter().map(String::as_str)))
 }
 
 /// Everything a query is matched against, lower-cased, fields separated by a newline (so a

@@ -102,6 +102,55 @@ defmodule SoulMemWeb.ManagementTest do
     assert %{"notes" => ^notes} = listed(base, copy)
   end
 
+  test "notes: a page searched by text and kind; a note deleted for good", %{base: base} do
+    graph = @demo |> File.read!() |> SoulMem.JSON.decode!()
+    id = id("notes")
+
+    {201, %{"token" => token}} =
+      request(
+        :post,
+        base <> "/api/characters",
+        operator(),
+        SoulMem.JSON.encode!(%{id: id, graph: graph})
+      )
+
+    auth = bearer(token)
+    notes = "#{base}/api/characters/#{id}/notes"
+
+    assert {200, %{"total" => total, "items" => [_ | _]}} = request(:get, notes, auth)
+    assert total == length(graph)
+
+    assert {200, %{"items" => [%{"id" => "sem_xiaobai", "kind" => "semantic"} | _]}} =
+             request(
+               :get,
+               notes <> "?query=" <> URI.encode_www_form("小白") <> "&kind=semantic",
+               auth
+             )
+
+    assert {200, %{"page" => 2, "per_page" => 2, "items" => [_, _]}} =
+             request(:get, notes <> "?page=2&per_page=2", auth)
+
+    assert {422, %{"error" => %{"message" => message}}} =
+             request(:get, notes <> "?kind=bogus", auth)
+
+    assert message =~ "kind"
+    assert {422, _} = request(:get, notes <> "?page=zero", auth)
+
+    assert {200, %{"ok" => true, "id" => "sem_xiaobai", "links_removed" => removed}} =
+             request(:delete, notes <> "/sem_xiaobai", auth)
+
+    assert removed > 0
+    assert {404, _} = request(:get, notes <> "/sem_xiaobai", auth)
+    assert {404, _} = request(:delete, notes <> "/sem_xiaobai", auth)
+    assert {422, _} = request(:delete, notes <> "/sem_self", auth)
+    assert {200, %{"total" => after_delete}} = request(:get, notes, auth)
+    assert after_delete == total - 1
+
+    # Another character's token lists nothing here.
+    demo = bearer(Application.fetch_env!(:soul_mem, :demo_token))
+    assert {403, _} = request(:get, notes, demo)
+  end
+
   test "bad creations are refused with what is wrong, and create nothing", %{base: base} do
     taken = id("taken")
     post = &request(:post, base <> "/api/characters", operator(), SoulMem.JSON.encode!(&1))

@@ -174,3 +174,21 @@ fn one_call_at_10k_notes() {
     );
     assert_eq!(ids(&l), ["sit_9999"]);
 }
+
+#[test]
+fn a_note_named_by_the_query_comes_before_notes_that_mention_it() {
+    // Graph order puts the mentions first; the note named 小白 still leads.
+    const MENTIONS: &str = r#"[
+      {"id":"sem_self","tags":[],"mem_type":{"Semantic":{"content":"小红","concept_type":"Entity","description":"我最好的朋友是小白"}}},
+      {"id":"sit_rain","tags":[],"mem_type":{"Situation":{"SpecificSituation":{"narrative":"下雨天小白借我伞"}}}},
+      {"id":"sem_xb","tags":[],"mem_type":{"Semantic":{"content":"小白","aliases":["白白同学"],"concept_type":"Entity","description":"同桌"}}}
+    ]"#;
+    let g = import_bytes("小红", MENTIONS.as_bytes(), &ImportOptions::default()).unwrap();
+    assert_eq!(
+        ids(&list_graph(&g, &req("小白", None)).unwrap()),
+        ["sem_xb", "sem_self", "sit_rain"]
+    );
+    // Part of an alias names it too, above a plain mention.
+    assert_eq!(ids(&list_graph(&g, &req("白白", None)).unwrap()), ["sem_xb"]);
+    assert_eq!(ids(&list_graph(&g, &req("同学", None)).unwrap()), ["sem_xb"]);
+}
