@@ -39,7 +39,7 @@ pub fn extract_card(bytes: &[u8]) -> Result<String> {
             .name()
             .map_err(|e| Error::invalid_card(format!("CHARX entry #{i} has no readable name: {e}")))?
             .into_owned();
-        if entry.enclosed_name().is_none() || name.contains('\\') {
+        if entry.enclosed_name().is_none() || !is_enclosed(&name) {
             return Err(Error::invalid_card(format!(
                 "CHARX entry {name:?} is not an enclosed relative path (path traversal refused)"
             )));
@@ -61,4 +61,13 @@ pub fn extract_card(bytes: &[u8]) -> Result<String> {
             e.utf8_error().valid_up_to()
         ))
     })
+}
+
+/// Our own check, independent of the zip crate's: a relative path without `..` components,
+/// backslashes, drive letters or NULs.
+fn is_enclosed(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with('/')
+        && !name.contains(['\\', '\0', ':'])
+        && !name.split('/').any(|part| part == "..")
 }
