@@ -13,7 +13,10 @@ fn err(bytes: &[u8]) -> Error {
 }
 
 fn card() -> String {
-    v2_card("Ann", &[json!({"id": 1, "keys": ["sword"], "content": "x"})])
+    v2_card(
+        "Ann",
+        &[json!({"id": 1, "keys": ["sword"], "content": "x"})],
+    )
 }
 
 fn assert_err(e: &Error, kind: &str, needles: &[&str]) {
@@ -55,7 +58,11 @@ fn chunk_claiming_4_gb_allocates_nothing() {
     huge.extend_from_slice(b"tEXt");
     huge.extend_from_slice(b"chara\0abc");
     bytes.splice(iend..iend, huge);
-    assert_err(&err(&bytes), "invalid_card", &["tEXt", "claims 4294967295 bytes"]);
+    assert_err(
+        &err(&bytes),
+        "invalid_card",
+        &["tEXt", "claims 4294967295 bytes"],
+    );
 }
 
 #[test]
@@ -63,13 +70,27 @@ fn ztxt_bomb_is_refused() {
     let bomb = vec![b'A'; 17 * 1024 * 1024];
     let bytes = png(&[ztxt_chunk("chara", &bomb)], &[]);
     assert!(bytes.len() < 100_000);
-    assert_err(&err(&bytes), "invalid_card", &["zTXt", "decompression bomb"]);
+    assert_err(
+        &err(&bytes),
+        "invalid_card",
+        &["zTXt", "decompression bomb"],
+    );
 }
 
 #[test]
 fn base64_that_is_not_json() {
-    let bytes = png(&[chunk(b"tEXt", format!("chara\0{}", b64("not json")).as_bytes())], &[]);
-    assert_err(&err(&bytes), "invalid_card", &["chara", "does not decode to JSON"]);
+    let bytes = png(
+        &[chunk(
+            b"tEXt",
+            format!("chara\0{}", b64("not json")).as_bytes(),
+        )],
+        &[],
+    );
+    assert_err(
+        &err(&bytes),
+        "invalid_card",
+        &["chara", "does not decode to JSON"],
+    );
     let bytes = png(&[chunk(b"tEXt", b"chara\0!!!*")], &[]);
     assert_err(&err(&bytes), "invalid_card", &["not base64"]);
 }
@@ -77,30 +98,50 @@ fn base64_that_is_not_json() {
 #[test]
 fn card_missing_its_name() {
     let v2 = json!({"spec": "chara_card_v2", "data": {"description": "d"}}).to_string();
-    assert_err(&err(v2.as_bytes()), "invalid_card", &["missing required field data.name"]);
+    assert_err(
+        &err(v2.as_bytes()),
+        "invalid_card",
+        &["missing required field data.name"],
+    );
     let v1 = json!({"description": "d", "first_mes": "hi"}).to_string();
     assert_err(&err(v1.as_bytes()), "invalid_card", &["name"]);
     let spec = json!({"spec": "chara_card_v9", "data": {"name": "x"}}).to_string();
     assert_err(&err(spec.as_bytes()), "invalid_card", &["chara_card_v9"]);
     let wrong = json!({"spec": "chara_card_v2", "data": {"name": "x", "first_mes": 3}}).to_string();
-    assert_err(&err(wrong.as_bytes()), "invalid_card", &["data.first_mes", "string"]);
+    assert_err(
+        &err(wrong.as_bytes()),
+        "invalid_card",
+        &["data.first_mes", "string"],
+    );
 }
 
 #[test]
 fn ten_megabyte_description_names_the_field() {
     let big = "a".repeat(10 * 1024 * 1024);
-    let v2 = json!({"spec": "chara_card_v2", "data": {"name": "x", "description": big}}).to_string();
-    assert_err(&err(v2.as_bytes()), "limit_exceeded", &["data.description", "262144"]);
-    let entry = json!({"id": 5, "keys": ["k"], "comment": "Big one", "content": "b".repeat(300_000)});
+    let v2 =
+        json!({"spec": "chara_card_v2", "data": {"name": "x", "description": big}}).to_string();
+    assert_err(
+        &err(v2.as_bytes()),
+        "limit_exceeded",
+        &["data.description", "262144"],
+    );
+    let entry =
+        json!({"id": 5, "keys": ["k"], "comment": "Big one", "content": "b".repeat(300_000)});
     let e = err(v2_card("Ann", &[entry]).as_bytes());
     assert_err(&e, "limit_exceeded", &["uid 5", "Big one", "content"]);
 }
 
 #[test]
 fn fifty_thousand_entries_are_refused() {
-    let entries: Vec<_> = (0..50_000).map(|i| json!({"id": i, "keys": ["k"]})).collect();
+    let entries: Vec<_> = (0..50_000)
+        .map(|i| json!({"id": i, "keys": ["k"]}))
+        .collect();
     let e = err(v2_card("Ann", &entries).as_bytes());
-    assert_err(&e, "limit_exceeded", &["lorebook entries", "50000", "10000"]);
+    assert_err(
+        &e,
+        "limit_exceeded",
+        &["lorebook entries", "50000", "10000"],
+    );
 }
 
 #[test]
@@ -110,7 +151,11 @@ fn duplicate_entry_ids_name_both_entries() {
         json!({"id": 3, "keys": ["shield"], "content": "y"}),
     ];
     let e = err(v2_card("Ann", &entries).as_bytes());
-    assert_err(&e, "invalid_card", &["uid 3", "shield", "Sword", "duplicate"]);
+    assert_err(
+        &e,
+        "invalid_card",
+        &["uid 3", "shield", "Sword", "duplicate"],
+    );
     let wi = json!({"entries": {"0": {"uid": 1, "key": ["a"]}, "1": {"uid": 1, "key": ["b"]}}});
     let e = import_card(wi.to_string().as_bytes(), &opts(Some("W"))).unwrap_err();
     assert_err(&e, "invalid_card", &["uid 1", "duplicate"]);
@@ -118,15 +163,30 @@ fn duplicate_entry_ids_name_both_entries() {
 
 #[test]
 fn zip_with_path_traversal_or_bomb() {
-    let zip = charx(&[("card.json", card().as_bytes()), ("../evil.sh", b"rm -rf /")]);
-    assert_err(&err(&zip), "invalid_card", &["../evil.sh", "path traversal"]);
+    let zip = charx(&[
+        ("card.json", card().as_bytes()),
+        ("../evil.sh", b"rm -rf /"),
+    ]);
+    assert_err(
+        &err(&zip),
+        "invalid_card",
+        &["../evil.sh", "path traversal"],
+    );
     let zip = charx(&[("/etc/passwd", b"x"), ("card.json", card().as_bytes())]);
     assert_err(&err(&zip), "invalid_card", &["/etc/passwd"]);
     let bomb = vec![b' '; 17 * 1024 * 1024];
     let zip = charx(&[("card.json", &bomb)]);
     assert!(zip.len() < 200_000);
-    assert_err(&err(&zip), "invalid_card", &["card.json", "decompression bomb"]);
-    assert_err(&err(&charx(&[("other.json", b"{}")])), "invalid_card", &["no card.json"]);
+    assert_err(
+        &err(&zip),
+        "invalid_card",
+        &["card.json", "decompression bomb"],
+    );
+    assert_err(
+        &err(&charx(&[("other.json", b"{}")])),
+        "invalid_card",
+        &["no card.json"],
+    );
 }
 
 #[test]

@@ -37,7 +37,9 @@ pub fn extract_card(bytes: &[u8]) -> Result<String> {
             .map_err(|e| Error::invalid_card(format!("CHARX entry #{i} is unreadable: {e}")))?;
         let name = entry
             .name()
-            .map_err(|e| Error::invalid_card(format!("CHARX entry #{i} has no readable name: {e}")))?
+            .map_err(|e| {
+                Error::invalid_card(format!("CHARX entry #{i} has no readable name: {e}"))
+            })?
             .into_owned();
         if entry.enclosed_name().is_none() || !is_enclosed(&name) {
             return Err(Error::invalid_card(format!(

@@ -103,7 +103,11 @@ impl<'a> Obj<'a> {
     pub fn string_list_exact(&self, key: &'a str) -> Result<Vec<String>> {
         match self.map.get(key) {
             None | Some(Value::Null) | Some(Value::Array(_)) => self.string_list(&[key]),
-            Some(other) => Err(wrong_type(&self.field_path(key), "an array of strings", other)),
+            Some(other) => Err(wrong_type(
+                &self.field_path(key),
+                "an array of strings",
+                other,
+            )),
         }
     }
 

@@ -41,7 +41,11 @@ pub struct LoreEntry {
 impl LoreEntry {
     /// How errors name this entry: its uid and its comment or first key.
     pub fn label(&self) -> String {
-        entry_label(&self.uid, &self.comment, self.keys.first().map(String::as_str))
+        entry_label(
+            &self.uid,
+            &self.comment,
+            self.keys.first().map(String::as_str),
+        )
     }
 }
 

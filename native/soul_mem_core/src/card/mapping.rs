@@ -188,12 +188,20 @@ pub fn card_to_graph(card: &Card, format: &str) -> Result<(String, CardReport)> 
                 MemoryLinkType::Situation(SituationMemLink::AbstractToSpecific {}),
             );
         }
-        nodes.push(first_meeting(name, cjk, !scenario.is_empty(), greetings.len()));
+        nodes.push(first_meeting(
+            name,
+            cjk,
+            !scenario.is_empty(),
+            greetings.len(),
+        ));
     }
     for (i, g) in greetings.into_iter().enumerate() {
         nodes.push(DocNode::new(format!("{GREETING_PREFIX}{i}"), speak(g)));
     }
-    for (k, line) in example_lines(&card.mes_example, name).into_iter().enumerate() {
+    for (k, line) in example_lines(&card.mes_example, name)
+        .into_iter()
+        .enumerate()
+    {
         let id = format!("{EXAMPLE_PREFIX}{k}");
         nodes[0].sem_link(&id, STRUCTURE_INTENSITY, VERB_SPEAKS_LIKE, 1.0);
         nodes.push(DocNode::new(id, speak(line)));
@@ -246,7 +254,10 @@ fn first_meeting(name: &str, cjk: bool, with_scenario: bool, greetings: usize) -
             narrative,
             time_span: None,
             context: Context {
-                participants: vec![participant(name, me_role), participant(USER_NAME, user_role)],
+                participants: vec![
+                    participant(name, me_role),
+                    participant(USER_NAME, user_role),
+                ],
                 ..Context::default()
             },
         })),
@@ -297,7 +308,13 @@ fn add_lore(card: &Card, nodes: &mut Vec<DocNode>) -> Result<(usize, usize)> {
         } else if let Some(key) = aliases.first() {
             key.clone()
         } else {
-            let head: String = description.lines().next().unwrap_or("").chars().take(48).collect();
+            let head: String = description
+                .lines()
+                .next()
+                .unwrap_or("")
+                .chars()
+                .take(48)
+                .collect();
             head.trim().to_owned()
         };
         if content.is_empty() {
@@ -333,7 +350,10 @@ fn usable_note_id(id: &str) -> bool {
 
 fn dedup(items: Vec<String>) -> Vec<String> {
     let mut seen = HashSet::new();
-    items.into_iter().filter(|i| seen.insert(i.clone())).collect()
+    items
+        .into_iter()
+        .filter(|i| seen.insert(i.clone()))
+        .collect()
 }
 
 /// Adds `mentions` links: targets are `sem_self` (index 0) and the lore notes (from

@@ -88,11 +88,14 @@ pub fn parse_json(json: &str, name: Option<&str>) -> Result<Card> {
     }
     let has_name = root.get_any(&["name", "char_name"]).is_some();
     if let (false, Some(entries)) = (has_name, root.map.get("entries")) {
-        let name = name.map(str::trim).filter(|n| !n.is_empty()).ok_or_else(|| {
-            Error::invalid_card(
-                "a World Info file has no character: pass the character's name (option name)",
-            )
-        })?;
+        let name = name
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| {
+                Error::invalid_card(
+                    "a World Info file has no character: pass the character's name (option name)",
+                )
+            })?;
         return Ok(Card {
             spec: CardSpec::WorldInfo,
             name: name.to_owned(),
@@ -113,7 +116,11 @@ pub fn parse_json(json: &str, name: Option<&str>) -> Result<Card> {
 fn read_card(data: Obj<'_>, spec: CardSpec) -> Result<Card> {
     let name = data.string(&["name", "char_name"])?.trim().to_owned();
     if name.is_empty() {
-        let field = if spec == CardSpec::V1 { "name" } else { "data.name" };
+        let field = if spec == CardSpec::V1 {
+            "name"
+        } else {
+            "data.name"
+        };
         return Err(Error::invalid_card(format!(
             "missing required field {field} (the character's name)"
         )));
@@ -135,7 +142,9 @@ fn read_card(data: Obj<'_>, spec: CardSpec) -> Result<Card> {
     }
     let lorebook = match data.map.get("character_book") {
         None | Some(Value::Null) => Vec::new(),
-        Some(book) => lorebook::parse_character_book(book, &format!("{}.character_book", data.path))?,
+        Some(book) => {
+            lorebook::parse_character_book(book, &format!("{}.character_book", data.path))?
+        }
     };
     Ok(Card {
         spec,

@@ -62,11 +62,9 @@ pub fn extract_card(bytes: &[u8]) -> Result<PngCard> {
     let (keyword, chunk) = match (v3, v2) {
         (Some(c), _) => (KEY_V3, c),
         (None, Some(c)) => (KEY_V2, c),
-        (None, None) => {
-            return Err(Error::invalid_card(
-                "PNG has no character card chunk (no tEXt/zTXt/iTXt chunk with keyword ccv3 or chara)",
-            ))
-        }
+        (None, None) => return Err(Error::invalid_card(
+            "PNG has no character card chunk (no tEXt/zTXt/iTXt chunk with keyword ccv3 or chara)",
+        )),
     };
     let text = chunk_text(keyword, &chunk)?;
     Ok(PngCard {

@@ -88,7 +88,11 @@ pub fn decorator_lines(tags: &[String]) -> Vec<String> {
 ///
 /// Complexity: O(text).
 pub fn example_lines(mes_example: &str, char_name: &str) -> Vec<String> {
-    let char_prefixes = ["{{char}}:".to_owned(), "<bot>:".to_owned(), format!("{char_name}:")];
+    let char_prefixes = [
+        "{{char}}:".to_owned(),
+        "<bot>:".to_owned(),
+        format!("{char_name}:"),
+    ];
     let user_prefixes = ["{{user}}:", "<user>:"];
     let mut out = Vec::new();
     for block in split_ci(mes_example, "<start>") {
@@ -160,10 +164,15 @@ mod tests {
 
     #[test]
     fn decorators_round_trip_through_tags() {
-        let (tags, rest) = strip_decorators("@@depth 4\n@@activate\n@@@dont_activate x y\nBody\n@@not");
+        let (tags, rest) =
+            strip_decorators("@@depth 4\n@@activate\n@@@dont_activate x y\nBody\n@@not");
         assert_eq!(
             tags,
-            ["decorator:depth=4", "decorator:activate", "decorator:@dont_activate=x y"]
+            [
+                "decorator:depth=4",
+                "decorator:activate",
+                "decorator:@dont_activate=x y"
+            ]
         );
         assert_eq!(rest, "Body\n@@not");
         let text = format!("{}\n{rest}", decorator_lines(&tags).join("\n"));
@@ -173,6 +182,9 @@ mod tests {
     #[test]
     fn examples_keep_only_the_characters_lines() {
         let ex = "<START>\n{{user}}: hi\n{{char}}: Hello!\nStill me.\n{{user}}: bye\n<start>\nAnn: Bye, {{user}}.";
-        assert_eq!(example_lines(ex, "Ann"), ["Hello!\nStill me.", "Bye, user."]);
+        assert_eq!(
+            example_lines(ex, "Ann"),
+            ["Hello!\nStill me.", "Bye, user."]
+        );
     }
 }

@@ -112,7 +112,13 @@ pub fn graph_of(json: &str) -> MemoryGraph {
 }
 
 /// Everything a note is, with link targets as readable ids (link ids included).
-pub type NoteView = (String, Vec<String>, MemoryType, bool, Vec<(String, MemoryLinkType, String)>);
+pub type NoteView = (
+    String,
+    Vec<String>,
+    MemoryType,
+    bool,
+    Vec<(String, MemoryLinkType, String)>,
+);
 
 pub fn notes(graph: &MemoryGraph) -> Vec<NoteView> {
     graph
@@ -129,7 +135,13 @@ pub fn notes(graph: &MemoryGraph) -> Vec<NoteView> {
                     )
                 })
                 .collect();
-            (n.readable_id.clone(), n.tags.clone(), n.mem_type.clone(), n.core, links)
+            (
+                n.readable_id.clone(),
+                n.tags.clone(),
+                n.mem_type.clone(),
+                n.core,
+                links,
+            )
         })
         .collect()
 }
