@@ -5,6 +5,7 @@ use crate::error::{ok_or_error, NifError};
 use crate::graph::Handle;
 use rustler::{Binary, Env, Term};
 use soul_mem_core::card::{self, CardOptions, CardReport};
+use soul_mem_core::graph::MemoryGraph;
 
 /// Options of `card_import`: `%{name: String.t() | nil}`.
 #[derive(rustler::NifMap)]
@@ -61,22 +62,27 @@ fn card_import<'a>(env: Env<'a>, bytes: Binary, opts: ImportOpts) -> Term<'a> {
     ok_or_error(env, result)
 }
 
-/// The graph's semantic notes as a SillyTavern World Info file (a map with string keys).
-#[rustler::nif(schedule = "DirtyCpu")]
-fn graph_export_world_info<'a>(env: Env<'a>, handle: Handle) -> Term<'a> {
+/// Runs `export` over the handle's graph and encodes its value as a map with string keys.
+fn export_with<'a>(
+    env: Env<'a>,
+    handle: &Handle,
+    export: fn(&MemoryGraph) -> soul_mem_core::Result<serde_json::Value>,
+) -> Term<'a> {
     let result = handle.read().and_then(|engine| {
-        let value = card::export_world_info(engine.graph())?;
+        let value = export(engine.graph())?;
         crate::term::encode(env, &value)
     });
     ok_or_error(env, result)
 }
 
+/// The graph's semantic notes as a SillyTavern World Info file (a map with string keys).
+#[rustler::nif(schedule = "DirtyCpu")]
+fn graph_export_world_info<'a>(env: Env<'a>, handle: Handle) -> Term<'a> {
+    export_with(env, &handle, card::export_world_info)
+}
+
 /// The graph as a V2 character card (a map with string keys).
 #[rustler::nif(schedule = "DirtyCpu")]
 fn graph_export_card<'a>(env: Env<'a>, handle: Handle) -> Term<'a> {
-    let result = handle.read().and_then(|engine| {
-        let value = card::export_card_v2(engine.graph())?;
-        crate::term::encode(env, &value)
-    });
-    ok_or_error(env, result)
+    export_with(env, &handle, card::export_card_v2)
 }

@@ -73,6 +73,20 @@ pub fn extract_card(bytes: &[u8]) -> Result<PngCard> {
     })
 }
 
+/// Encodes one PNG chunk: big-endian length, type, data and the CRC of type and data (for
+/// writers of card PNGs and for tests).
+pub fn encode_chunk(kind: &[u8; 4], data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(data.len() + 12);
+    out.extend_from_slice(&(data.len() as u32).to_be_bytes());
+    out.extend_from_slice(kind);
+    out.extend_from_slice(data);
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(kind);
+    hasher.update(data);
+    out.extend_from_slice(&hasher.finalize().to_be_bytes());
+    out
+}
+
 /// Reads the chunk at `offset`: its type, its data and the offset of the next chunk.
 fn read_chunk(bytes: &[u8], offset: usize) -> Result<([u8; 4], &[u8], usize)> {
     let header = bytes.get(offset..offset + 8).ok_or_else(|| {

@@ -8,6 +8,7 @@
 //! Prints one JSON line ([`CardBench`]) per lorebook size; times are medians in ms.
 
 use base64::Engine as _;
+use soul_mem_core::card::png::encode_chunk as chunk;
 use soul_mem_core::card::{import_card, CardOptions};
 use soul_mem_core::import::{import_bytes, ImportOptions};
 use soul_mem_core::{Error, Result};
@@ -72,17 +73,6 @@ fn generate(n: usize) -> String {
         }
     })
     .to_string()
-}
-
-fn chunk(kind: &[u8; 4], data: &[u8]) -> Vec<u8> {
-    let mut out = (data.len() as u32).to_be_bytes().to_vec();
-    out.extend_from_slice(kind);
-    out.extend_from_slice(data);
-    let mut h = crc32fast::Hasher::new();
-    h.update(kind);
-    h.update(data);
-    out.extend_from_slice(&h.finalize().to_be_bytes());
-    out
 }
 
 /// A PNG (signature, IHDR, the card's tEXt chunk, IEND; no image data is read by the importer).
