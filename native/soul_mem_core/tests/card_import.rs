@@ -112,7 +112,7 @@ mod card_import {
 
         let out = import(wi.as_bytes(), Some("Mapper"));
         let r = &out.report;
-        assert_eq!(r.format, "json_world_info");
+        assert_eq!(r.format, "world_info");
         assert_eq!(
             (r.lore_entries, r.skipped_disabled, r.core_notes),
             (499, 1, 2)

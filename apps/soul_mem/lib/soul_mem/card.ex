@@ -39,7 +39,8 @@ defmodule SoulMem.Card do
 
   @typedoc """
   `format` is `"<container>_<spec>"`: container `png`, `charx` or `json`, spec
-  `v1`, `v2`, `v3` or `world_info` (e.g. `"png_v3"`, `"json_world_info"`).
+  `v1`, `v2` or `v3` (e.g. `"png_v3"`, `"json_v2"`, `"charx_v3"`); a World
+  Info JSON file is `"world_info"`.
   """
   @type report :: %{
           format: String.t(),

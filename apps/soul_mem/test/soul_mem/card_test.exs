@@ -111,7 +111,7 @@ defmodule SoulMem.CardTest do
     assert {:ok, %{graph: graph}} = Card.parse(png)
     assert {:ok, %{graph: ^graph}} = Card.parse(JSON.encode!(v2))
 
-    assert {:ok, wi_memory, %{format: "json_world_info"}} =
+    assert {:ok, wi_memory, %{format: "world_info"}} =
              Card.import("su_wan", JSON.encode!(%{"entries" => entries}), name: "苏晚")
 
     assert {:ok, %{"entries" => ^entries}} = Memory.export_world_info(wi_memory)

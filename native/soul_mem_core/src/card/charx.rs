@@ -66,10 +66,12 @@ pub fn extract_card(bytes: &[u8]) -> Result<String> {
 }
 
 /// Our own check, independent of the zip crate's: a relative path without `..` components,
-/// backslashes, drive letters or NULs.
+/// backslashes, NULs or a drive letter (`C:`) in its first component.
 fn is_enclosed(name: &str) -> bool {
+    let first = name.split('/').next().unwrap_or_default();
     !name.is_empty()
         && !name.starts_with('/')
-        && !name.contains(['\\', '\0', ':'])
+        && !name.contains(['\\', '\0'])
+        && !first.contains(':')
         && !name.split('/').any(|part| part == "..")
 }

@@ -47,7 +47,7 @@ const MENTION_CONFIDENCE: f32 = 0.8;
 /// What an import produced, for people and for the caller's checks.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CardReport {
-    /// Container and spec, e.g. `png_v3`, `png_v2`, `json_v2`, `charx_v3`, `json_world_info`.
+    /// Container and spec, e.g. `png_v3`, `png_v2`, `json_v2`, `charx_v3`, `world_info`.
     pub format: String,
     /// The character's name.
     pub name: String,

@@ -79,7 +79,8 @@ impl Container {
 }
 
 /// Reads a card (PNG, CHARX or JSON; V1, V2, V3) or a World Info file and returns the card.
-/// The report format is `<container>_<spec>` (`png_v3`, `json_world_info`, …).
+/// The report format is `<container>_<spec>` (`png_v3`, `json_v2`, `charx_v3`, …), and
+/// `world_info` for a World Info JSON file.
 ///
 /// Complexity: O(bytes).
 pub fn read_card(bytes: &[u8], opts: &CardOptions) -> Result<(Card, String)> {
@@ -99,7 +100,10 @@ pub fn read_card(bytes: &[u8], opts: &CardOptions) -> Result<(Card, String)> {
         }
     };
     let card = parse_json(&json, opts.name.as_deref())?;
-    let format = format!("{}_{}", container.as_str(), card.spec.as_str());
+    let format = match (container, card.spec) {
+        (Container::Json, CardSpec::WorldInfo) => "world_info".to_owned(),
+        (c, spec) => format!("{}_{}", c.as_str(), spec.as_str()),
+    };
     Ok((card, format))
 }
 

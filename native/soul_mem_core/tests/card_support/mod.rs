@@ -11,16 +11,9 @@ use std::io::Write;
 
 pub const PNG_SIGNATURE: [u8; 8] = [0x89, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a];
 
+/// One PNG chunk (length, type, data, CRC).
 pub fn chunk(kind: &[u8; 4], data: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(data.len() + 12);
-    out.extend_from_slice(&(data.len() as u32).to_be_bytes());
-    out.extend_from_slice(kind);
-    out.extend_from_slice(data);
-    let mut h = crc32fast::Hasher::new();
-    h.update(kind);
-    h.update(data);
-    out.extend_from_slice(&h.finalize().to_be_bytes());
-    out
+    soul_mem_core::card::png::encode_chunk(kind, data)
 }
 
 fn zlib(data: &[u8]) -> Vec<u8> {
