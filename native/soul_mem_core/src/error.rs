@@ -140,6 +140,14 @@ pub enum Error {
         /// The limit.
         limit: usize,
     },
+    /// A character card, CHARX archive, PNG container or World Info file is malformed or
+    /// unsafe (bad CRC, truncated chunk, path traversal, a decompression bomb, a missing
+    /// field, a duplicate lorebook entry id …); `what` says what and where.
+    #[error("invalid character card: {what}")]
+    InvalidCard {
+        /// What is wrong, naming the chunk, zip entry, field or lorebook entry.
+        what: String,
+    },
 }
 
 fn at_node(index: Option<usize>) -> String {
@@ -167,6 +175,7 @@ impl Error {
             Error::ReadOnly { .. } => "read_only",
             Error::DiskFull { .. } => "disk_full",
             Error::LimitExceeded { .. } => "limit_exceeded",
+            Error::InvalidCard { .. } => "invalid_card",
         }
     }
 
@@ -177,6 +186,11 @@ impl Error {
             field: field.to_owned(),
             message: message.into(),
         }
+    }
+
+    /// Shorthand for an [`Error::InvalidCard`].
+    pub fn invalid_card(what: impl Into<String>) -> Self {
+        Error::InvalidCard { what: what.into() }
     }
 
     /// Shorthand for an [`Error::InvalidArgument`].

@@ -2,6 +2,7 @@
 //! algorithms that run over it. Pure Rust, no rustler, so it is testable and benchable
 //! with plain cargo.
 
+pub mod card;
 pub mod consolidate;
 pub mod embed;
 pub mod embedder;

@@ -2,6 +2,7 @@
 //! `ArgumentError`), calls the core, and returns `{:ok, _}` / `{:error, {kind, message}}`.
 //! Anything that may take over ~1 ms runs on a dirty scheduler.
 
+mod card;
 mod consolidate;
 mod embedder;
 mod error;

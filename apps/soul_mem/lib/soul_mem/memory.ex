@@ -295,6 +295,27 @@ defmodule SoulMem.Memory do
   @spec export_json!(t()) :: binary()
   def export_json!(memory), do: unwrap!(export_json(memory))
 
+  @doc """
+  Exports the graph's semantic notes (all but `sem_self`) as a SillyTavern
+  World Info file: a map with string keys, `%{"entries" => %{"0" => %{"uid" =>
+  0, "key" => aliases, "comment" => content, "content" => description,
+  "constant" => core, ...}}}`. Encode it with `SoulMem.JSON` to write a file
+  SillyTavern imports. See `SoulMem.Card` for the mapping.
+  """
+  @spec export_world_info(t()) :: {:ok, map()} | {:error, Error.t()}
+  def export_world_info(%__MODULE__{ref: ref}),
+    do: ref |> Native.graph_export_world_info() |> wrap()
+
+  @doc """
+  Exports the graph as a SillyTavern V2 character card: a map with string keys,
+  `%{"spec" => "chara_card_v2", "spec_version" => "2.0", "data" => %{"name" =>
+  ..., "description" => ..., "first_mes" => ..., "character_book" =>
+  %{"entries" => [...]}, ...}}`. Needs the semantic note `sem_self` (reason
+  `:not_found` otherwise). See `SoulMem.Card` for the mapping.
+  """
+  @spec export_card(t()) :: {:ok, map()} | {:error, Error.t()}
+  def export_card(%__MODULE__{ref: ref}), do: ref |> Native.graph_export_card() |> wrap()
+
   ## Helpers
 
   defp import_options!(opts) do

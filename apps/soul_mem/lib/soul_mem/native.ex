@@ -5,7 +5,7 @@ defmodule SoulMem.Native do
   #
   # The NIF returns {:error, {kind, message}} with kind one of :invalid_json,
   # :duplicate_id, :missing_link_target, :invalid_value, :invalid_timestamp,
-  # :too_large, :not_utf8, :io, :not_found.
+  # :too_large, :not_utf8, :io, :not_found, :invalid_card, :limit_exceeded.
   @moduledoc false
 
   @on_load :load_nif
@@ -36,6 +36,14 @@ defmodule SoulMem.Native do
   def graph_neighbourhood(_graph, _ids, _hops, _max_notes), do: :erlang.nif_error(:nif_not_loaded)
 
   def debug_panic(_message), do: :erlang.nif_error(:nif_not_loaded)
+
+  # Character cards (SoulMem.Card), DirtyCpu. opts: %{name: String.t() | nil};
+  # {:ok, %{graph: graph_json, report: %{format, name, notes, links, lore_entries,
+  # skipped_disabled, skipped_empty, core_notes}}}
+  def card_import(_bytes, _opts), do: :erlang.nif_error(:nif_not_loaded)
+  # DirtyCpu: {:ok, map with string keys}
+  def graph_export_world_info(_graph), do: :erlang.nif_error(:nif_not_loaded)
+  def graph_export_card(_graph), do: :erlang.nif_error(:nif_not_loaded)
 
   def live_graph_handles, do: :erlang.nif_error(:nif_not_loaded)
 
