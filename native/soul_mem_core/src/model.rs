@@ -461,6 +461,18 @@ impl MemoryLinkType {
 /// Default link intensity when a file does not give one.
 pub const DEFAULT_INTENSITY: f64 = 1.0;
 
+/// Whether a note tag is a machine tag — `namespace:value` with an ASCII lower-case namespace,
+/// like the `decorator:depth=4` a SillyTavern card import keeps: metadata about the note, not a
+/// topic, so recall does not match on it.
+pub fn is_machine_tag(tag: &str) -> bool {
+    tag.split_once(':').is_some_and(|(ns, _)| {
+        ns.starts_with(|c: char| c.is_ascii_lowercase())
+            && ns
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+    })
+}
+
 /// A directed, typed, weighted link between two notes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MemoryLink {
@@ -573,6 +585,16 @@ pub fn abstract_text(a: &AbstractSituation) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn machine_tags_have_a_lower_case_namespace() {
+        for t in ["decorator:depth=4", "st:uid-3", "x_1:y"] {
+            assert!(is_machine_tag(t), "{t}");
+        }
+        for t in ["朋友", "时间：早上", "Note: x", ":x", "a b:c", "雨天"] {
+            assert!(!is_machine_tag(t), "{t}");
+        }
+    }
 
     #[test]
     fn derived_ids_are_stable_and_scoped_by_character() {

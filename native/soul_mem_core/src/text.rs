@@ -3,6 +3,7 @@
 
 use crate::retrieval::query::{QueryVariant, SemQueryUnit, SitQueryUnit, SubQuery};
 use jieba_rs::{Jieba, KeywordExtract, KeywordExtractConfig, TfIdf};
+use rust_stemmers::{Algorithm, Stemmer};
 use std::sync::OnceLock;
 
 fn jieba() -> &'static Jieba {
@@ -15,8 +16,15 @@ fn tfidf() -> &'static TfIdf {
     TFIDF.get_or_init(|| {
         let mut t = TfIdf::default();
         // The default config segments without HMM; new names (characters' friends, places)
-        // are exactly the out-of-vocabulary words HMM recovers.
-        let config = KeywordExtractConfig::builder().use_hmm(true).build();
+        // are exactly the out-of-vocabulary words HMM recovers. jieba's stop words and IDF
+        // table are Chinese: an English word unknown to it gets the median IDF, so "why" and
+        // "do" would tie with "seagulls" — NLTK's English stop words join its list.
+        let config = stop_words::get(stop_words::LANGUAGE::English)
+            .into_iter()
+            .fold(KeywordExtractConfig::builder().use_hmm(true), |b, w| {
+                b.add_stop_word(w)
+            })
+            .build();
         *t.config_mut() = config;
         t
     })
@@ -34,10 +42,16 @@ pub fn tokens(text: &str) -> Vec<&str> {
         .collect()
 }
 
+fn english() -> &'static Stemmer {
+    static STEMMER: OnceLock<Stemmer> = OnceLock::new();
+    STEMMER.get_or_init(|| Stemmer::create(Algorithm::English))
+}
+
 /// Search terms of `text` for the lexical (BM25) channel: jieba's search segmentation (HMM
 /// on; long words also yield their dictionary sub-words, so 北极星座钟 matches 座钟), lower-cased,
 /// keeping only tokens with a letter or digit (punctuation, emoji and whitespace give nothing).
-/// Latin-script words come out whole (jieba keeps runs of ASCII letters and digits together).
+/// Latin-script words come out whole (jieba keeps runs of ASCII letters and digits together)
+/// and are reduced to their Snowball English stem, so "seagulls" finds a note keyed "seagull".
 ///
 /// Complexity: O(chars).
 pub fn search_terms(text: &str) -> Vec<String> {
@@ -46,7 +60,14 @@ pub fn search_terms(text: &str) -> Vec<String> {
         .into_iter()
         .map(|t| t.word)
         .filter(|w| w.chars().any(char::is_alphanumeric))
-        .map(str::to_lowercase)
+        .map(|w| {
+            let w = w.to_lowercase();
+            if w.bytes().all(|b| b.is_ascii_alphabetic()) {
+                english().stem(&w).into_owned()
+            } else {
+                w
+            }
+        })
         .collect()
 }
 
@@ -185,6 +206,15 @@ mod tests {
         assert!(t.iter().any(|w| w == "crane"), "{t:?}");
         assert!(t.iter().all(|w| w.chars().any(char::is_alphanumeric)));
         assert!(search_terms("😀…！ \n").is_empty());
+    }
+
+    #[test]
+    fn english_words_are_stemmed_and_english_function_words_are_no_keywords() {
+        assert_eq!(search_terms("seagulls"), search_terms("Seagull"));
+        assert_eq!(search_terms("carries crumbs"), ["carri", "crumb"]);
+        let k = keywords("Why do you carry crumbs for the seagulls?", 4);
+        assert!(k.iter().any(|w| w == "seagulls"), "{k:?}");
+        assert!(!k.iter().any(|w| ["Why", "do", "you", "for", "the"].contains(&w.as_str())));
     }
 
     #[test]

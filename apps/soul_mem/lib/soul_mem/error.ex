@@ -15,6 +15,9 @@ defmodule SoulMem.Error do
     * `:io` — the file cannot be read
     * `:not_found` — no note with that id
     * `:poisoned` — an earlier panic left the graph in an unknown state
+    * `:invalid_card` — a character card or World Info file that cannot be
+      read (the message names the chunk, field or lorebook entry)
+    * `:limit_exceeded` — an input holds more (entries, text) than allowed
 
   Reasons reported by the on-disk store (`SoulMem.Store`):
 
@@ -40,6 +43,8 @@ defmodule SoulMem.Error do
           | :io
           | :not_found
           | :poisoned
+          | :invalid_card
+          | :limit_exceeded
           | :corrupt
           | :incompatible
           | :in_use

@@ -99,7 +99,8 @@ pub(crate) fn event_text(initiator: &str, action: &str, target: &str) -> String 
 /// [`crate::text::passages`]). Specific situation: narrative (and passages), location,
 /// each participant's name and role, each emotion, environment, each event. Abstract
 /// situation: its structured facet in the matching field(s) plus the rendered pattern as
-/// narrative fallback. Procedure: action content. Every kind: each tag.
+/// narrative fallback. Procedure: action content. Every kind: each tag but machine tags
+/// ([`crate::model::is_machine_tag`]: metadata such as a card's `decorator:depth=4`, not a topic).
 pub fn node_texts(note: &MemoryNote) -> Vec<(FieldKind, String)> {
     let mut out: Vec<(FieldKind, String)> = Vec::new();
     let mut add = |k: FieldKind, t: String| {
@@ -171,7 +172,7 @@ pub fn node_texts(note: &MemoryNote) -> Vec<(FieldKind, String)> {
         }
         MemoryType::Procedure(p) => add(FieldKind::ProcAction, p.action.content.clone()),
     }
-    for t in &note.tags {
+    for t in note.tags.iter().filter(|t| !crate::model::is_machine_tag(t)) {
         add(FieldKind::Tag, t.clone());
     }
     out
