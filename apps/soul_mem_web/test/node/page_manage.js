@@ -23,10 +23,10 @@
 const fs = require("fs");
 const os = require("os");
 const path = require("path");
-const http = require("http");
 const zlib = require("zlib");
-const { execFileSync } = require("child_process");
-const puppeteer = require("puppeteer-core");
+const { request } = require("./lib");
+const pageLib = require("./page_lib");
+const { launch, waitVisible } = pageLib;
 
 const base = process.env.SOUL_HTTP;
 const operatorToken = process.env.SOUL_OPERATOR_TOKEN;
@@ -38,6 +38,7 @@ const shots = {
   operator: shot,
   memories: variant("memories"),
   confirm: variant("confirm"),
+  created: variant("created"),
   mobileOperator: variant("390_operator"),
   mobileMemories: variant("390_memories")
 };
@@ -140,27 +141,8 @@ function loreGraph(name) {
 
 // ------------------------------------------------------------------ HTTP
 
-function api(method, urlPath, bearer, body) {
-  const url = new URL(base + urlPath);
-  const data = body === undefined ? undefined : JSON.stringify(body);
-  const headers = { authorization: "Bearer " + bearer };
-  if (data !== undefined) Object.assign(headers, { "content-type": "application/json", "content-length": Buffer.byteLength(data) });
-  return new Promise((resolve, reject) => {
-    const req = http.request({ hostname: url.hostname, port: url.port, path: url.pathname + url.search, method, headers }, (res) => {
-      let text = "";
-      res.setEncoding("utf8");
-      res.on("data", (c) => { text += c; });
-      res.on("end", () => {
-        let parsed = null;
-        try { parsed = JSON.parse(text); } catch (_) { parsed = null; }
-        resolve({ status: res.statusCode, body: parsed });
-      });
-    });
-    req.on("error", reject);
-    if (data !== undefined) req.write(data);
-    req.end();
-  });
-}
+// A JSON request to the server (lib.js): {status, body}.
+const api = request;
 
 // ------------------------------------------------------------------ notes stand-in
 
@@ -212,26 +194,8 @@ function standIn(page) {
 
 // ------------------------------------------------------------------ page helpers
 
-function overflow() {
-  const w = window.innerWidth;
-  const bad = [];
-  if (document.documentElement.scrollWidth > w) bad.push(`document scrollWidth ${document.documentElement.scrollWidth} > ${w}`);
-  for (const e of document.querySelectorAll("body *")) {
-    const r = e.getBoundingClientRect();
-    if (r.width === 0 && r.height === 0) continue;
-    if (e.closest("#tabs") && e.parentElement.id === "tabs") continue; // the tab strip scrolls
-    if (r.right > w + 0.5) bad.push(`${e.tagName.toLowerCase()}${e.id ? "#" + e.id : ""}.${String(e.className).replace(/\s+/g, ".")} right=${Math.round(r.right)}`);
-  }
-  return bad;
-}
-
 async function checkOverflow(page, where) {
-  const bad = await page.evaluate(overflow);
-  if (bad.length) fail(`overflow at ${where}: ${bad.slice(0, 8).join("; ")}`);
-}
-
-async function waitVisible(page, sel, timeout) {
-  await page.waitForFunction((s) => { const e = document.querySelector(s); return !!e && !e.hidden && e.getClientRects().length > 0; }, { timeout: timeout || 10000 }, sel);
+  await pageLib.checkOverflow(page, where, fail);
 }
 
 async function tab(page, name) {
@@ -303,12 +267,7 @@ async function main() {
   const badFile = path.join(work, "not_a_card.json");
   fs.writeFileSync(badFile, "this is not a card");
 
-  const browser = await puppeteer.launch({
-    executablePath: process.env.CHROMIUM || execFileSync("sh", ["-c", "command -v chromium"]).toString().trim(),
-    headless: true,
-    args: ["--no-sandbox", "--disable-gpu", "--window-size=1280,800"],
-    defaultViewport: { width: 1280, height: 800 }
-  });
+  const browser = await launch();
   const errors = [];
   const downloads = path.join(work, "downloads");
   fs.mkdirSync(downloads);
@@ -410,6 +369,8 @@ async function main() {
     const emptyRow = rows.find((r) => r.id === emptyId);
     if (!emptyRow || emptyRow.notes !== "1" || emptyRow.name !== "阿澄") fail("the empty character's row: " + JSON.stringify(emptyRow));
     if (await page.$eval("#mc-new-id", (i) => i.value) !== "") fail("the form is not cleared");
+    await checkOverflow(page, "1280 created");
+    await page.screenshot({ path: shots.created });
     await page.type("#mc-new-id", emptyId);
     await page.type("#mc-new-name", "别人");
     const taken = await statusAfter(page, () => page.click("#mc-new-go"), /出错/, "error");

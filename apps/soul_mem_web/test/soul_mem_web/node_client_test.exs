@@ -163,7 +163,8 @@ defmodule SoulMemWeb.NodeClientTest do
 
     # Whatever the script left behind (it deletes what it made when it passes).
     on_exit(fn ->
-      for %{id: id} <- SoulMem.characters(), String.starts_with?(id, prefix),
+      for %{id: id} <- SoulMem.characters(),
+          String.starts_with?(id, prefix),
           do: SoulMemWeb.Management.delete(id)
     end)
 
