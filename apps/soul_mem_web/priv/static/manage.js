@@ -270,14 +270,15 @@ export class Manage {
     const code = el("code", { id: "mc-new-token", className: "token" }, token);
     const copyButton = el("button", { type: "button", className: "mc-copy" }, t("mc.copy"));
     copyButton.addEventListener("click", () => copy(token, copyButton, code));
-    box.replaceChildren(
+    box.replaceChildren(...[
       el("div", { className: "result-head" },
         el("strong", { className: "result-title" }, title),
         el("button", { type: "button", className: "link mc-close", onclick: () => { box.hidden = true; box.replaceChildren(); } }, t("mc.close"))),
       report ? this.reportList(report) : null,
       el("p", { className: "token-once" }, t("mc.token_once")),
       el("div", { className: "token-row" }, code, copyButton,
-        el("button", { type: "button", className: "mc-open-chat", onclick: () => this.page.open(id, token) }, t("mc.open_chat"))));
+        el("button", { type: "button", className: "mc-open-chat", onclick: () => this.page.open(id, token) }, t("mc.open_chat")))
+    ].filter(Boolean));
     box.dataset.id = id;
     box.hidden = false;
   }

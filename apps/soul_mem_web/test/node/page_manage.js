@@ -236,6 +236,8 @@ async function rowButton(page, id, cls) {
 // The created character's result box: {title, token, report}.
 async function created(page) {
   await waitVisible(page, "#mc-result");
+  const text = await page.$eval("#mc-result", (b) => b.textContent);
+  if (/\bnull\b|undefined/.test(text)) fail("the result box shows a raw value: " + text);
   return page.$eval("#mc-result", (b) => ({
     id: b.dataset.id,
     title: b.querySelector(".result-title").textContent,
