@@ -8,6 +8,8 @@
 // explained and the socket stops reconnecting. Strings: i18n.js.
 import { t, apply } from "/assets/i18n.js";
 import { MemoryGraph } from "/assets/graph.js";
+import { el, short, mask } from "/assets/dom.js";
+import { Manage } from "/assets/manage.js";
 
 const $ = (id) => document.getElementById(id);
 const STORE_KEY = "soulmem.characters";
@@ -36,30 +38,6 @@ const state = {
 const params = new URLSearchParams(location.search);
 let pendingSay = params.get("say");
 const graph = new MemoryGraph($("graph-canvas"), $("graph-detail"));
-
-function el(tag, attrs, ...children) {
-  const node = document.createElement(tag);
-  Object.entries(attrs || {}).forEach(([k, v]) => {
-    if (k === "dataset") Object.assign(node.dataset, v);
-    else if (k === "style") node.setAttribute("style", v);
-    else node[k] = v;
-  });
-  children.flat().forEach((c) => {
-    if (c === null || c === undefined || c === false) return;
-    node.append(c instanceof Node ? c : document.createTextNode(String(c)));
-  });
-  return node;
-}
-
-function short(text, n) {
-  const s = String(text || "").replace(/\s+/g, " ").trim();
-  return s.length > n ? s.slice(0, n) + "…" : s;
-}
-
-function mask(token) {
-  const s = String(token || "");
-  return s.length <= 4 ? "••••" : s.slice(0, 2) + "••••" + s.slice(-2);
-}
 
 // A server error reply ({reason, error: {code, message}}) in words.
 function errorText(resp) {
@@ -111,7 +89,7 @@ function forget(character) {
   persist();
   renderCharacters();
   if (state.current) connect(state.current);
-  else { disconnect(); showAuth("missing", "demo"); }
+  else { disconnect(); manage.characterChanged(null); showAuth("missing", "demo"); }
 }
 
 function tokenOf(character) {
@@ -189,6 +167,7 @@ function connect(character) {
   const id = state.connectId;
   const token = tokenOf(character);
   resetConversation();
+  manage.characterChanged(token ? character : null);
   if (!token) { showAuth("missing", character || "demo"); return; }
   hideAuth();
   state.current = character;
@@ -622,64 +601,38 @@ function setTab(name) {
     b.setAttribute("aria-selected", on ? "true" : "false");
   });
   if (name === "graph") requestAnimationFrame(() => graph.resize());
+  if (name === "memories") manage.shown();
 }
 
-// ---------------------------------------------------------------- operator view
+// ---------------------------------------------------------------- management (manage.js)
 
-// /api/operator with the operator token in the Authorization header (never in a URL).
-async function operatorCall(method, path) {
-  const res = await fetch("/api/operator/" + path, {
-    method: method,
-    headers: { Authorization: "Bearer " + $("op-token").value }
-  });
-  let body = null;
-  try { body = await res.json(); } catch (_) { body = null; }
-  if (!res.ok) {
-    const e = (body && body.error) || { code: String(res.status), message: "" };
-    const err = new Error(t("op.error", { code: e.code, message: e.message }));
-    err.code = e.code;
-    throw err;
+// What the operator view and the memories panel may do with the chat view.
+const manage = new Manage({
+  current: () => state.current,
+  tokenOf,
+  // Opens a character in the chat view (a token given is remembered, as if typed in).
+  open: (id, token) => {
+    if (token && token !== tokenOf(id)) remember(id, token);
+    else if (id === state.current && state.joined) { setTab("chat"); return; }
+    connect(id);
+    setTab("chat");
+  },
+  // No token for it here: its id goes into the chat view's fields, the token is asked for.
+  fill: (id) => {
+    $("character").value = id;
+    $("auth-character").value = id;
+    $("char-status").textContent = t("mc.need_token", { id });
+    setTab("characters");
+    $("token").focus();
+  },
+  // A deleted character's tokens no longer open it: forgotten, without switching.
+  dropToken: (id) => {
+    if (!tokenOf(id)) return;
+    state.saved = state.saved.filter((p) => p.character !== id);
+    persist();
+    renderCharacters();
   }
-  return body;
-}
-
-function opStatus(text, kind) {
-  $("op-status").textContent = text;
-  $("op-status").className = "hint " + (kind || "");
-}
-
-async function listTokens(event) {
-  if (event) event.preventDefault();
-  try {
-    const body = await operatorCall("GET", "tokens");
-    const rows = body.characters.map((c) => el("tr", { className: "op-row" },
-      el("td", {}, el("code", {}, c.id)),
-      el("td", {}, String(c.tokens)),
-      el("td", {}, el("button", { type: "button", className: "op-revoke", onclick: () => revoke(c.id) }, t("op.revoke")))));
-    $("op-table").tBodies[0].replaceChildren(...rows);
-    opStatus(t("op.listed", { count: body.characters.length }));
-  } catch (e) { opStatus(e.message, "error"); }
-}
-
-async function revoke(id) {
-  try {
-    await operatorCall("DELETE", "tokens/" + encodeURIComponent(id));
-    await listTokens();
-    opStatus(t("op.revoked", { id }));
-  } catch (e) { opStatus(e.message, "error"); }
-}
-
-async function createToken() {
-  const id = $("op-new-id").value.trim();
-  if (!id) return;
-  try {
-    const body = await operatorCall("POST", "tokens/" + encodeURIComponent(id));
-    await listTokens();
-    const [before, after] = t("op.created", { id, token: "\u0000" }).split("\u0000");
-    $("op-status").replaceChildren(before, el("code", { id: "op-new-token" }, body.token), after || "");
-    $("op-status").className = "hint created";
-  } catch (e) { opStatus(e.message, "error"); }
-}
+});
 
 // ---------------------------------------------------------------- start
 
@@ -720,8 +673,7 @@ function start() {
   $("connect").addEventListener("submit", onConnectForm($("character"), $("token"), $("char-status")));
   $("auth-form").addEventListener("submit", onConnectForm($("auth-character"), $("auth-token"), null));
   $("switcher").addEventListener("change", (e) => { if (e.target.value) connect(e.target.value); });
-  $("op-form").addEventListener("submit", listTokens);
-  $("op-create").addEventListener("click", createToken);
+  manage.start();
   document.querySelectorAll("#tabs [data-tab]").forEach((b) => b.addEventListener("click", () => setTab(b.dataset.tab)));
   narrow.addEventListener("change", () => setTab(state.tab));
   window.addEventListener("resize", () => { if (state.tab === "graph") graph.resize(); });

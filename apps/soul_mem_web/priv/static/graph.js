@@ -3,13 +3,9 @@
 // recalled notes (coloured by stage) and their neighbours (grey); a click on
 // a node shows its content in the detail box.
 import { t } from "/assets/i18n.js";
+import { short } from "/assets/dom.js";
 
 const STAGE_COLOURS = { Similarity: "#3b82f6", Ppr: "#f59e0b", Both: "#10b981", Action: "#a855f7" };
-
-function short(text, n) {
-  const s = String(text || "").replace(/\s+/g, " ").trim();
-  return s.length > n ? s.slice(0, n) + "…" : s;
-}
 
 export class MemoryGraph {
   constructor(container, detail) {

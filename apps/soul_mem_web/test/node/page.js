@@ -18,8 +18,8 @@
 const os = require("os");
 const path = require("path");
 const http = require("http");
-const { execFileSync } = require("child_process");
-const puppeteer = require("puppeteer-core");
+const pageLib = require("./page_lib");
+const { launch, waitVisible } = pageLib;
 
 const base = process.env.SOUL_HTTP;
 const token = process.env.SOUL_TOKEN;
@@ -81,26 +81,8 @@ async function serverEvents() {
   return known;
 }
 
-// Every element whose right edge passes the viewport (and the document's own width).
-function overflow() {
-  const w = window.innerWidth;
-  const bad = [];
-  if (document.documentElement.scrollWidth > w) bad.push(`document scrollWidth ${document.documentElement.scrollWidth} > ${w}`);
-  for (const e of document.querySelectorAll("body *")) {
-    const r = e.getBoundingClientRect();
-    if (r.width === 0 && r.height === 0) continue;
-    if (r.right > w + 0.5) bad.push(`${e.tagName.toLowerCase()}${e.id ? "#" + e.id : ""}.${String(e.className).replace(/\s+/g, ".")} right=${Math.round(r.right)}`);
-  }
-  return bad;
-}
-
 async function checkOverflow(page, where) {
-  const bad = await page.evaluate(overflow);
-  if (bad.length) fail(`overflow at ${where}: ${bad.slice(0, 8).join("; ")}`);
-}
-
-async function waitVisible(page, sel, timeout) {
-  await page.waitForFunction((s) => { const e = document.querySelector(s); return !!e && !e.hidden && e.getClientRects().length > 0; }, { timeout: timeout || 10000 }, sel);
+  await pageLib.checkOverflow(page, where, fail);
 }
 
 async function clickTab(page, name) {
@@ -110,13 +92,7 @@ async function clickTab(page, name) {
 
 async function main() {
   const known = await serverEvents();
-  const browser = await puppeteer.launch({
-    // Debian's chromium, found on PATH (puppeteer-core downloads nothing).
-    executablePath: process.env.CHROMIUM || execFileSync("sh", ["-c", "command -v chromium"]).toString().trim(),
-    headless: true,
-    args: ["--no-sandbox", "--disable-gpu", "--window-size=1280,800"],
-    defaultViewport: { width: 1280, height: 800 }
-  });
+  const browser = await launch();
   const errors = [];
   try {
     const page = await browser.newPage();

@@ -11,9 +11,8 @@ const fs = require("fs");
 const os = require("os");
 const path = require("path");
 const http = require("http");
-const { execFileSync } = require("child_process");
 const WebSocket = require("ws");
-const puppeteer = require("puppeteer-core");
+const { launch } = require("./page_lib");
 
 const STATIC = path.join(__dirname, "../../priv/static");
 const NODE_MODULES = path.join(__dirname, "../../node_modules");
@@ -111,12 +110,7 @@ wss.on("connection", (ws) => {
 async function main() {
   await new Promise((r) => server.listen(0, "127.0.0.1", r));
   const base = `http://127.0.0.1:${server.address().port}`;
-  const browser = await puppeteer.launch({
-    executablePath: process.env.CHROMIUM || execFileSync("sh", ["-c", "command -v chromium"]).toString().trim(),
-    headless: true,
-    args: ["--no-sandbox", "--disable-gpu"],
-    defaultViewport: { width: 1280, height: 800 }
-  });
+  const browser = await launch();
   const errors = [];
   try {
     const page = await browser.newPage();
