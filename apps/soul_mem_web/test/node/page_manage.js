@@ -11,13 +11,6 @@
 // wider than the viewport. Last, both characters are deleted (confirm naming
 // the character and its backup; the backup path is shown) and are gone.
 //   SOUL_HTTP=http://127.0.0.1:PORT SOUL_OPERATOR_TOKEN=… SOUL_PREFIX=… node page_manage.js
-// SOUL_PENDING (comma-separated) names server features not merged yet, whose
-// checks are skipped or stood in for:
-//   cards — card import (SoulMem.Card): the card upload must fail with the
-//           server's message; the card's notes are created as Graph JSON;
-//   notes — GET/DELETE /api/characters/:id/notes and export?format=…: the
-//           test answers those routes itself (request interception), from
-//           the character's real export.
 // Screenshots: SOUL_SCREENSHOT (default /tmp/soul_mem_page_manage.png) and _suffix variants.
 "use strict";
 const fs = require("fs");
@@ -31,7 +24,6 @@ const { launch, waitVisible } = pageLib;
 const base = process.env.SOUL_HTTP;
 const operatorToken = process.env.SOUL_OPERATOR_TOKEN;
 const prefix = process.env.SOUL_PREFIX || "pm" + Date.now();
-const pending = new Set((process.env.SOUL_PENDING || "").split(",").map((s) => s.trim()).filter(Boolean));
 const shot = process.env.SOUL_SCREENSHOT || path.join(os.tmpdir(), "soul_mem_page_manage.png");
 const variant = (suffix) => shot.replace(/\.png$/, "_" + suffix + ".png");
 const shots = {
@@ -43,7 +35,6 @@ const shots = {
   mobileMemories: variant("390_memories")
 };
 const work = fs.mkdtempSync(path.join(os.tmpdir(), "soul_mem_page_manage-"));
-const skipped = [];
 
 let current = null; // the page, for a screenshot of a failure
 
@@ -52,11 +43,6 @@ function fail(message) {
   const done = () => process.exit(1);
   if (current) current.screenshot({ path: variant("failed"), fullPage: true }).then(() => console.error("  screenshot: " + variant("failed")), () => {}).finally(done);
   else done();
-}
-
-function skip(step, why) {
-  skipped.push(step);
-  console.log(`SKIP page_manage: ${step} — ${why}`);
 }
 
 setTimeout(() => fail("timed out after 80 s"), 80000).unref();
@@ -131,66 +117,10 @@ function pngCard(json) {
   ]);
 }
 
-// The card's lore as Graph JSON (the stand-in while card import is pending).
-function loreGraph(name) {
-  const self = { id: "sem_self", tags: [], core: true, mem_type: { Semantic: { content: name, aliases: [], concept_type: "Entity", description: card(name).data.description } }, mem_links: [] };
-  return [self, ...LORE.map((e, i) => ({
-    id: "lore_" + (i + 1), tags: e.keys, mem_type: { Semantic: { content: e.content, aliases: e.keys, concept_type: "Abstract", description: "" } }, mem_links: []
-  }))];
-}
-
 // ------------------------------------------------------------------ HTTP
 
 // A JSON request to the server (lib.js): {status, body}.
 const api = request;
-
-// ------------------------------------------------------------------ notes stand-in
-
-// While the notes routes are pending: GET notes (query/kind/paging), DELETE
-// notes/:id and GET export?format= answered from the character's real
-// export; deletions are remembered here only.
-function standIn(page) {
-  const deleted = new Set();
-  const kindOf = (mt) => {
-    const [k, v] = Object.entries(mt || {})[0] || ["", {}];
-    if (k === "Semantic") return ["semantic", v.content + (v.description ? "：" + v.description : "")];
-    if (k === "Procedure") return ["procedure", JSON.stringify(v)];
-    return [v && v.kind === "Abstract" ? "abstract_situation" : "specific_situation", (v && (v.content || v.description)) || JSON.stringify(v)];
-  };
-  page.on("request", async (req) => {
-    const url = new URL(req.url());
-    const m = url.pathname.match(/^\/api\/characters\/([^/]+)\/(notes|export)(?:\/([^/]+))?$/);
-    const routed = m && ((m[2] === "notes" && !m[3] && req.method() === "GET") || (m[2] === "notes" && m[3] && req.method() === "DELETE") || (m[2] === "export" && url.searchParams.get("format")));
-    if (!routed) return req.continue();
-    const id = decodeURIComponent(m[1]);
-    const bearer = (req.headers().authorization || "").replace(/^Bearer /, "");
-    const exp = await api("GET", `/api/characters/${encodeURIComponent(id)}/export`, bearer);
-    if (exp.status !== 200) return req.respond({ status: exp.status, contentType: "application/json", body: JSON.stringify(exp.body) });
-    const notes = (exp.body.notes || exp.body.graph || []).filter((n) => !deleted.has(n.id)).map((n) => {
-      const [kind, text] = kindOf(n.mem_type);
-      return { id: n.id, kind, text, tags: n.tags || [], core: !!n.core, links: (n.mem_links || []).length, retrieval_count: 0, last_accessed_time: null };
-    });
-    const json = (status, body) => req.respond({ status, contentType: "application/json", body: JSON.stringify(body) });
-    if (m[2] === "export") {
-      const entries = notes.map((n, i) => ({ uid: i, key: n.tags.map(String), content: n.text }));
-      return json(200, url.searchParams.get("format") === "card"
-        ? { spec: "chara_card_v2", spec_version: "2.0", data: { name: id, character_book: { entries } } }
-        : { entries: Object.fromEntries(entries.map((e) => [e.uid, e])) });
-    }
-    if (m[3]) {
-      const noteId = decodeURIComponent(m[3]);
-      if (!notes.some((n) => n.id === noteId)) return json(404, { error: { code: "not_found", message: "no note " + noteId } });
-      deleted.add(noteId);
-      return json(200, { id: noteId, links_removed: 0 });
-    }
-    const q = (url.searchParams.get("query") || "").toLowerCase();
-    const kind = url.searchParams.get("kind") || "";
-    const per = Number(url.searchParams.get("per_page")) || 20;
-    const pageNo = Number(url.searchParams.get("page")) || 1;
-    const hits = notes.filter((n) => (!kind || n.kind === kind) && (!q || (n.text + " " + n.tags.join(" ")).toLowerCase().includes(q)));
-    return json(200, { total: hits.length, page: pageNo, per_page: per, items: hits.slice((pageNo - 1) * per, pageNo * per) });
-  });
-}
 
 // ------------------------------------------------------------------ page helpers
 
@@ -279,12 +209,6 @@ async function main() {
     page.on("pageerror", (e) => errors.push(e.message));
     const bcdp = await browser.target().createCDPSession();
     await bcdp.send("Browser.setDownloadBehavior", { behavior: "allow", downloadPath: downloads });
-    if (pending.has("notes")) {
-      await page.setRequestInterception(true);
-      standIn(page);
-      skip("notes routes", "SOUL_PENDING has notes: the test stands in for GET/DELETE notes and export?format=");
-    }
-
     await page.goto(base + "/");
     await page.evaluate(() => localStorage.clear());
     await page.reload();
@@ -298,25 +222,11 @@ async function main() {
     // 2. A JSON card chosen with the file input.
     await page.type("#mc-card-id", cardId);
     const input = await page.$("#mc-file");
-    let cardToken;
-    if (!pending.has("cards")) {
-      await input.uploadFile(jsonFile);
-      const r = await created(page);
-      if (r.id !== cardId || !r.title.includes(cardName)) fail("the card's character is not shown: " + JSON.stringify(r));
-      if (r.report.lore_entries !== undefined && r.report.lore_entries !== "3") fail("report lore_entries: " + JSON.stringify(r.report));
-      if (!Object.keys(r.report).length) fail("no import report shown");
-      cardToken = r.token;
-    } else {
-      skip("card import", "SOUL_PENDING has cards: the upload must fail with the server's message; the card's lore is created as Graph JSON");
-      const msg = await statusAfter(page, () => input.uploadFile(jsonFile), /出错/, "error");
-      if (!(await page.$eval("#mc-result", (b) => b.hidden))) fail("a failed upload showed a result");
-      if (JSON.stringify(await rowsOf(page)) !== JSON.stringify(before)) fail("a failed upload changed the table: " + msg);
-      const made = await api("POST", "/api/characters", operatorToken, { id: cardId, graph: loreGraph(cardName) });
-      if (made.status !== 201) fail("Graph JSON creation: " + JSON.stringify(made));
-      cardToken = made.body.token;
-      await page.$eval("#mc-card-id", (i) => { i.value = ""; });
-      await statusAfter(page, () => page.click("#op-form button[type=submit]"), /个角色/);
-    }
+    await input.uploadFile(jsonFile);
+    const r0 = await created(page);
+    if (r0.id !== cardId || !r0.title.includes(cardName)) fail("the card's character is not shown: " + JSON.stringify(r0));
+    if (r0.report.lore_entries !== "3") fail("report lore_entries: " + JSON.stringify(r0.report));
+    const cardToken = r0.token;
     if ((await api("GET", `/api/characters/${encodeURIComponent(cardId)}/token`, cardToken)).status !== 200) fail("the card's token does not open it");
     let rows = await rowsOf(page);
     const row = rows.find((r) => r.id === cardId);
@@ -328,7 +238,7 @@ async function main() {
     await page.screenshot({ path: shots.operator, fullPage: true });
 
     // 3. A PNG card dropped on the drop zone; then the same id again: refused, nothing changes.
-    if (!pending.has("cards")) {
+    {
       const png = pngCard(card("沈舟")).toString("base64");
       const drop = async () => {
         await page.$eval("#mc-card-id", (i, v) => { i.value = v; }, pngId);
@@ -351,7 +261,7 @@ async function main() {
       if (!/exists/.test(msg)) fail("an id taken is not explained: " + msg);
       if (JSON.stringify(await rowsOf(page)) !== JSON.stringify(rows)) fail("a refused card changed the table");
       if (await page.$eval("#mc-result", (b) => b.textContent) !== shown) fail("a refused card changed the result box");
-    } else skip("PNG card drop", "SOUL_PENDING has cards");
+    }
 
     // A file that is not a card: the server's message, nothing else changes.
     rows = await rowsOf(page);
@@ -392,16 +302,8 @@ async function main() {
     if ((await rowsOf(page)).find((r) => r.id === emptyId).tokens !== "2") fail("the new token is not counted");
     await page.click("#mc-result .mc-close");
 
-    // 5. Open the card's character in the chat view: with the token this page
-    // minted at once; else (made over the API) its id fills the chat view's
-    // fields and the token is typed in.
+    // 5. Open the card's character in the chat view, with the token this page minted.
     await (await rowButton(page, cardId, "mc-open")).click();
-    if (pending.has("cards")) {
-      await page.waitForFunction((id) => document.querySelector("#main").dataset.tab === "characters" && document.querySelector("#character").value === id, { timeout: 5000 }, cardId);
-      if (await page.evaluate(() => document.activeElement.id) !== "token") fail("the token field is not focused after open");
-      await page.type("#token", cardToken);
-      await page.click("#connect button[type=submit]");
-    }
     await page.waitForFunction((id) => document.querySelector("#status").dataset.state === "joined" && document.querySelector("#status").textContent.includes(id), { timeout: 15000 }, cardId);
 
     // 6. Its memories: search a lorebook key, see the entry, its JSON; delete it.
@@ -488,7 +390,7 @@ async function main() {
     if ((await api("GET", `/api/characters/${encodeURIComponent(cardId)}/token`, cardToken)).status !== 401) fail("the deleted character's token still works");
     const saved = await page.evaluate(() => localStorage.getItem("soulmem.characters") || "");
     if (saved.includes(cardToken)) fail("the page keeps the deleted character's token");
-    for (const id of [emptyId, pending.has("cards") ? null : pngId].filter(Boolean)) {
+    for (const id of [emptyId, pngId]) {
       const name = (await rowsOf(page)).find((r) => r.id === id).name;
       await deleteCharacter(page, id, name);
       await statusAfter(page, () => page.click("#mc-confirm-yes"), new RegExp("已删除 " + id));
@@ -498,7 +400,7 @@ async function main() {
 
     if (errors.length) fail("page errors: " + errors.join("; "));
     console.log(JSON.stringify({
-      test: "page_manage", ok: true, pending: [...pending], skipped, notes_before: totalBefore,
+      test: "page_manage", ok: true, notes_before: totalBefore,
       screenshots: Object.values(shots)
     }));
   } catch (e) {

@@ -146,12 +146,6 @@ defmodule SoulMemWeb.NodeClientTest do
     node!("page_protocol.js", env)
   end
 
-  # Server features that page_manage.js checks only once they are on main (see
-  # the script's header: it stands in for them meanwhile). Remove a name when
-  # its feature is merged: "cards" (card import, SoulMem.Card), "notes" (GET
-  # and DELETE /api/characters/:id/notes, GET export?format=).
-  @pending_manage ~w(cards notes)
-
   # The server logs the failed imports the script sends (a file that is not a card).
   @tag :chromium
   @tag capture_log: true
@@ -172,11 +166,10 @@ defmodule SoulMemWeb.NodeClientTest do
       node!("page_manage.js", [
         {"SOUL_SCREENSHOT", shot},
         {"SOUL_OPERATOR_TOKEN", Application.fetch_env!(:soul_mem_web, :operator_token)},
-        {"SOUL_PREFIX", prefix},
-        {"SOUL_PENDING", Enum.join(@pending_manage, ",")} | env
+        {"SOUL_PREFIX", prefix} | env
       ])
 
-    assert result["pending"] == @pending_manage
+    assert result["ok"] == true
 
     for file <- result["screenshots"] do
       assert %{size: size} = File.stat!(file)
