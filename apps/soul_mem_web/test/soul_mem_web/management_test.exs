@@ -151,6 +151,99 @@ defmodule SoulMemWeb.ManagementTest do
     assert {403, _} = request(:get, notes, demo)
   end
 
+  @card Path.expand("../../../../fixtures/cards/su_wan.png", __DIR__)
+
+  test "a card file becomes a character; its lore goes back out as World Info and a card",
+       %{base: base} do
+    # No id: the character is named after the card.
+    on_exit(fn -> SoulMem.delete("苏晚") end)
+
+    assert {201, %{"id" => "苏晚", "name" => "苏晚", "token" => token, "report" => report}} =
+             request(
+               :post,
+               base <> "/api/characters",
+               operator(),
+               File.read!(@card),
+               ~c"image/png"
+             )
+
+    assert %{"format" => "png_v2", "lore_entries" => 19, "skipped_disabled" => 1} = report
+    auth = bearer(token)
+
+    assert {200, %{"items" => [%{"id" => lore} | _]}} =
+             request(:get, "#{base}/api/characters/苏晚/notes?query=Inkwell" |> URI.encode(), auth)
+
+    assert lore =~ "sem_lore_"
+
+    assert {200, %{"entries" => entries}} =
+             request(
+               :get,
+               "#{base}/api/characters/苏晚/export?format=world_info" |> URI.encode(),
+               auth
+             )
+
+    assert map_size(entries) == 19
+
+    assert {200, %{"spec" => "chara_card_v2", "data" => %{"character_book" => book}} = card} =
+             request(:get, "#{base}/api/characters/苏晚/export?format=card" |> URI.encode(), auth)
+
+    assert length(book["entries"]) == 19
+
+    # The exported card, sent back as JSON, makes the same notes.
+    copy = id("copy")
+
+    assert {201, %{"token" => copy_token}} =
+             request(
+               :post,
+               base <> "/api/characters",
+               operator(),
+               SoulMem.JSON.encode!(%{id: copy, card: card})
+             )
+
+    listing = fn id, token ->
+      {200, %{"items" => items}} =
+        request(
+          :get,
+          "#{base}/api/characters/#{URI.encode(id)}/notes?per_page=200",
+          bearer(token)
+        )
+
+      items
+      |> Enum.map(&Map.take(&1, ["id", "kind", "text", "tags", "core", "links"]))
+      |> Enum.sort()
+    end
+
+    assert listing.(copy, copy_token) == listing.("苏晚", token)
+
+    assert {400, %{"error" => %{"code" => "invalid_payload"}}} =
+             request(:get, "#{base}/api/characters/苏晚/export?format=docx" |> URI.encode(), auth)
+  end
+
+  test "a file that is not a card is refused with what is wrong, and creates nothing",
+       %{base: base} do
+    fresh = id("nocard")
+    url = "#{base}/api/characters?id=#{fresh}"
+
+    assert {422, %{"error" => %{"code" => "invalid_card", "message" => message}}} =
+             request(:post, url, operator(), "not a card at all", ~c"application/octet-stream")
+
+    assert message != ""
+    png = File.read!(@card)
+    truncated = binary_part(png, 0, div(byte_size(png), 2))
+
+    assert {422, %{"error" => %{"code" => "invalid_card"}}} =
+             request(:post, url, operator(), truncated, ~c"image/png")
+
+    # A World Info file needs its character's name.
+    world_info = SoulMem.JSON.encode!(%{id: fresh, card: %{entries: %{}}})
+
+    assert {422, %{"error" => %{"message" => named}}} =
+             request(:post, base <> "/api/characters", operator(), world_info)
+
+    assert named =~ "name"
+    refute listed(base, fresh)
+  end
+
   test "bad creations are refused with what is wrong, and create nothing", %{base: base} do
     taken = id("taken")
     post = &request(:post, base <> "/api/characters", operator(), SoulMem.JSON.encode!(&1))
