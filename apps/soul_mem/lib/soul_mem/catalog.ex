@@ -160,20 +160,29 @@ defmodule SoulMem.Catalog do
 
   Options: `:data_dir`, `:start` (more options for
   `SoulMem.Characters.ensure_started/2`), `:name` (a World Info file's
-  character name).
+  character name), `:enrich` — for a card, `false` (default) or the options
+  of `SoulMem.LLM.chat/2` (`[]`: the application's LLM) for the LLM pass
+  that adds the situations and habits its long texts tell of
+  (`SoulMem.Card.Enrichment`); its outcome is the report's `enrichment`
+  (`created`, `merged`, `linked`, or `error` — the card's graph stands
+  either way).
   """
   @spec create(String.t() | nil, source(), keyword()) ::
           {:ok, %{id: String.t(), pid: pid(), name: String.t() | nil, report: map() | nil}}
           | {:error, Error.t()}
   def create(id, source, opts \\ []) do
-    opts = Keyword.validate!(opts, data_dir: nil, start: [], name: nil)
+    opts = Keyword.validate!(opts, data_dir: nil, start: [], name: nil, enrich: false)
     data_dir = opts[:data_dir] || Store.data_dir()
 
     with {:ok, id, source, report} <- resolve(id, source, opts[:name]),
          :ok <- check_id(id),
          :ok <- check_free(id, data_dir),
+         # Only a card has a long text to read.
+         opts = if(report, do: opts, else: Keyword.put(opts, :enrich, false)),
          {:ok, made} <- make(id, source, data_dir, opts) do
-      {:ok, Map.merge(made, %{id: id, report: report})}
+      report = if made.enrichment, do: Map.put(report, :enrichment, made.enrichment), else: report
+
+      {:ok, made |> Map.delete(:enrichment) |> Map.merge(%{id: id, report: report})}
     end
   end
 
@@ -232,10 +241,11 @@ defmodule SoulMem.Catalog do
 
   defp make(id, {:graph, graph}, data_dir, opts) when is_binary(graph) do
     with {:ok, memory} <- Memory.import_json(id, graph) do
+      enrichment = enrich(memory, opts[:enrich])
       start = Keyword.merge(opts[:start], memory: memory, persist: true, data_dir: data_dir)
 
       case Characters.ensure_started(id, start) do
-        {:ok, pid} -> {:ok, %{pid: pid, name: self_name(pid)}}
+        {:ok, pid} -> {:ok, %{pid: pid, name: self_name(pid), enrichment: enrichment}}
         {:error, reason} -> {:error, start_error(id, reason)}
       end
     end
@@ -248,6 +258,32 @@ defmodule SoulMem.Catalog do
        "unknown character source #{inspect(source, limit: 3, printable_limit: 40)}"
      )}
   end
+
+  # The optional LLM pass over a card (SoulMem.Card.Enrichment): what it
+  # added, or why it added nothing — never a failed creation.
+  defp enrich(_memory, false), do: nil
+
+  defp enrich(memory, llm) when is_list(llm) do
+    case SoulMem.Card.Enrichment.run(memory, llm: llm) do
+      {:ok, :empty} ->
+        %{created: [], linked: 0}
+
+      {:ok, result} ->
+        Map.take(result, [:created, :merged, :linked])
+
+      {:error, reason} ->
+        Logger.warning("catalog: the card's LLM pass added nothing: #{inspect(reason)}")
+        %{error: describe(reason)}
+    end
+  end
+
+  defp describe(%Error{} = error), do: Exception.message(error)
+  defp describe({:llm, reason}), do: "the LLM failed: #{inspect(reason)}"
+
+  defp describe({:invalid_output, problems}),
+    do: "invalid LLM output: #{Enum.join(problems, "; ")}"
+
+  defp describe(reason), do: inspect(reason)
 
   defp start_error(_id, %Error{} = error), do: error
   defp start_error(_id, {:store_failed, %Error{} = error}), do: error

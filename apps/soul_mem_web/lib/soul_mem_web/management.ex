@@ -18,11 +18,15 @@ defmodule SoulMemWeb.Management do
       array format);
     * JSON `{"id", "export": {...}}` — an export (`GET
       /api/characters/:id/export`), taken over under the new id;
-    * JSON `{"id"?, "card": {...}, "name"?}` — a SillyTavern card JSON (V1,
-      V2, V3) or a World Info file (`name` names its character);
+    * JSON `{"id"?, "card": {...}, "name"?, "enrich"?}` — a SillyTavern card
+      JSON (V1, V2, V3) or a World Info file (`name` names its character);
     * any other content type (`image/png`, `application/zip`,
       `application/octet-stream`) — the bytes of a card (PNG, CHARX or
-      JSON), with `?id=` and `?name=` in the query.
+      JSON), with `?id=`, `?name=` and `?enrich=true` in the query.
+
+  `enrich` runs the optional LLM pass over the card's long texts
+  (`SoulMem.Card.Enrichment`, the node's configured LLM); the report says
+  what it added or why it added nothing.
 
   Without an id, a card's character is named after the card
   (`SoulMem.Catalog.create/3`).
@@ -81,7 +85,9 @@ defmodule SoulMemWeb.Management do
   defp source(nil, raw, query) when is_binary(raw) and raw != "" do
     with :ok <- optional_string(query["id"], "id"),
          :ok <- optional_string(query["name"], "name"),
-         do: {:ok, query["id"], {:card, raw}, name: query["name"]}
+         do:
+           {:ok, query["id"], {:card, raw},
+            name: query["name"], enrich: enrich(query["enrich"] == "true")}
   end
 
   defp source(nil, _raw, _query),
@@ -89,7 +95,7 @@ defmodule SoulMemWeb.Management do
 
   defp source(%{} = json, _raw, _query) do
     given = Enum.filter(@json_sources, &Map.has_key?(json, &1))
-    allowed = ["id", "name", "description" | @json_sources]
+    allowed = ["id", "name", "description", "enrich" | @json_sources]
 
     cond do
       (unknown = Map.keys(json) -- allowed) != [] ->
@@ -120,13 +126,19 @@ defmodule SoulMemWeb.Management do
 
   defp json_source(["card"], %{"card" => card} = json) when is_map(card) do
     with :ok <- optional_string(json["name"], "name"),
-         do: {:ok, json["id"], {:card, SoulMem.JSON.encode!(card)}, name: json["name"]}
+         do:
+           {:ok, json["id"], {:card, SoulMem.JSON.encode!(card)},
+            name: json["name"], enrich: enrich(json["enrich"] == true)}
   end
 
   defp json_source([field], _json) do
     shape = if field == "graph", do: "an array of notes", else: "a JSON object"
     {:error, Error.new(:invalid_payload, "#{field} must be #{shape}")}
   end
+
+  # The card's LLM pass uses the node's configured LLM.
+  defp enrich(true), do: []
+  defp enrich(false), do: false
 
   defp optional_string(value, _name) when is_nil(value) or is_binary(value), do: :ok
 
