@@ -180,7 +180,8 @@ defmodule SoulMem.Catalog do
          # Only a card has a long text to read.
          opts = if(report, do: opts, else: Keyword.put(opts, :enrich, false)),
          {:ok, made} <- make(id, source, data_dir, opts) do
-      report = if made.enrichment, do: Map.put(report, :enrichment, made.enrichment), else: report
+      report =
+        if made[:enrichment], do: Map.put(report, :enrichment, made.enrichment), else: report
 
       {:ok, made |> Map.delete(:enrichment) |> Map.merge(%{id: id, report: report})}
     end
