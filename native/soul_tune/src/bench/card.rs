@@ -1,5 +1,7 @@
 //! `soul_tune bench card`: import time of a generated V2 character card with a large
-//! lorebook, as JSON and as a PNG, and of loading the resulting Graph JSON (no embedding).
+//! lorebook, as JSON and as a PNG, and of loading the resulting Graph JSON (no embedding);
+//! then one page of the character's notes listing (`GET …/notes`) over that graph: searched
+//! by a key, by two words, and unfiltered.
 //!
 //! ```text
 //! cargo run --release -p soul_tune -- bench card [--entries 1000,10000] [--runs 20]
@@ -11,6 +13,7 @@ use base64::Engine as _;
 use soul_mem_core::card::png::encode_chunk as chunk;
 use soul_mem_core::card::{import_card, CardOptions};
 use soul_mem_core::import::{import_bytes, ImportOptions};
+use soul_mem_core::listing::{list_graph, ListRequest};
 use soul_mem_core::{Error, Result};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -32,6 +35,12 @@ pub struct CardBench {
     pub card_png_ms: f64,
     /// `import_bytes` of the resulting Graph JSON (the graph a character gets).
     pub graph_import_ms: f64,
+    /// One page of [`list_graph`] searched by one entry's key (a substring of few notes).
+    pub list_key_ms: f64,
+    /// One page of [`list_graph`] searched by two words (jieba tokens, every note scanned).
+    pub list_words_ms: f64,
+    /// The first page of [`list_graph`] without a query.
+    pub list_all_ms: f64,
     /// Notes and links of the graph.
     pub notes: usize,
     /// Links of the graph.
@@ -104,6 +113,13 @@ pub fn bench_card(entries: usize, runs: usize) -> Result<CardBench> {
     let imported = import_card(json.as_bytes(), &opts)?;
     let graph_opts = ImportOptions::default();
     let graph = import_bytes("bench", imported.graph_json.as_bytes(), &graph_opts)?;
+    let search = |query: &str| ListRequest {
+        query: (!query.is_empty()).then(|| query.to_owned()),
+        ..ListRequest::default()
+    };
+    let (key, words, all) = (search("place7"), search("旧书店 橘猫"), search(""));
+    // The first segmentation loads jieba's dictionary: not part of a listing.
+    list_graph(&graph, &words)?;
     Ok(CardBench {
         entries,
         json_bytes: json.len(),
@@ -114,6 +130,9 @@ pub fn bench_card(entries: usize, runs: usize) -> Result<CardBench> {
         graph_import_ms: median_ms(runs, || {
             import_bytes("bench", imported.graph_json.as_bytes(), &graph_opts).map(drop)
         })?,
+        list_key_ms: median_ms(runs, || list_graph(&graph, &key).map(drop))?,
+        list_words_ms: median_ms(runs, || list_graph(&graph, &words).map(drop))?,
+        list_all_ms: median_ms(runs, || list_graph(&graph, &all).map(drop))?,
         notes: graph.len(),
         links: graph.link_count(),
     })
