@@ -431,31 +431,13 @@ defmodule SoulMemWeb.Router do
 
   defp api(:GET, ["export"], arg), do: {:ok, "export", Map.take(query(arg), ["format"])}
 
-  defp api(:GET, ["notes"], arg) do
-    listing =
-      arg
-      |> query()
-      |> Map.take(["query", "kind", "page", "per_page"])
-      |> Map.new(fn
-        {key, value} when key in ["page", "per_page"] -> {key, integer_or_text(value)}
-        pair -> pair
-      end)
-
-    {:ok, "notes", listing}
-  end
+  # Page numbers stay text here: the listing reads them and names a bad one.
+  defp api(:GET, ["notes"], arg),
+    do: {:ok, "notes", arg |> query() |> Map.take(["query", "kind", "page", "per_page"])}
 
   defp api(:DELETE, ["notes", note_id], _arg), do: {:ok, "note:delete", %{"id" => note_id}}
   defp api(:GET, ["history"], _arg), do: {:ok, "history", %{}}
   defp api(:GET, ["token"], _arg), do: {:ok, :token, %{}}
-
-  # A page number from the query string; anything else goes on as text and
-  # is refused by the listing, naming the field.
-  defp integer_or_text(value) do
-    case Integer.parse(value) do
-      {n, ""} -> n
-      _ -> value
-    end
-  end
 
   defp api(_method, [action], _arg) when is_map_key(@api_posts, action) or action == "export",
     do: {:error, Error.new(:method_not_allowed)}
