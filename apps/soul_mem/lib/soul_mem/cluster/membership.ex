@@ -63,6 +63,15 @@ defmodule SoulMem.Cluster.Membership do
   def live?(node) when node == node(), do: true
   def live?(node), do: Enum.any?(:pg.get_members(@scope, @group), &(node(&1) == node))
 
+  @doc """
+  Waits until this node knows every node of `nodes` with its weight and
+  sees it live, i.e. until they agree on every character's home: for boot
+  scripts and tests. `{:error, :timeout}` after `timeout` ms.
+  """
+  @spec await([node()], non_neg_integer()) :: :ok | {:error, :timeout}
+  def await(nodes, timeout \\ 5_000) when is_list(nodes),
+    do: GenServer.call(__MODULE__, {:await, nodes, timeout}, timeout + 1_000)
+
   @doc "Drops a node that is down from every member's known set; see `SoulMem.Cluster.forget/1`."
   @spec forget(node()) :: :ok | {:error, :alive}
   def forget(node), do: GenServer.call(__MODULE__, {:forget, node})
@@ -71,7 +80,7 @@ defmodule SoulMem.Cluster.Membership do
   def init(_opts) do
     file = Path.join(SoulMem.Store.data_dir(), @file_name)
     known = file |> read_known() |> Map.put(node(), SoulMem.Cluster.weight())
-    state = %{file: file, known: known}
+    state = %{file: file, known: known, waiters: []}
     publish(state)
     :ok = :pg.join(@scope, @group, self())
     {ref, groups} = :pg.monitor_scope(@scope)
@@ -80,6 +89,12 @@ defmodule SoulMem.Cluster.Membership do
   end
 
   @impl true
+  def handle_call({:await, nodes, timeout}, from, state) do
+    ref = make_ref()
+    Process.send_after(self(), {:await_expired, ref}, timeout)
+    {:noreply, notify(%{state | waiters: [{ref, from, nodes} | state.waiters]})}
+  end
+
   def handle_call({:forget, node}, _from, state) do
     if live?(node) do
       {:reply, {:error, :alive}, state}
@@ -94,9 +109,15 @@ defmodule SoulMem.Cluster.Membership do
 
   @impl true
   def handle_info({ref, :join, @group, pids}, %{ref: ref} = state),
-    do: {:noreply, met(state, pids)}
+    do: {:noreply, notify(met(state, pids))}
 
   def handle_info({ref, _event, _group, _pids}, %{ref: ref} = state), do: {:noreply, state}
+
+  def handle_info({:await_expired, ref}, state) do
+    {expired, waiters} = Enum.split_with(state.waiters, &(elem(&1, 0) == ref))
+    for {_ref, from, _nodes} <- expired, do: GenServer.reply(from, {:error, :timeout})
+    {:noreply, %{state | waiters: waiters}}
+  end
 
   # A member's own weight is authoritative; of other nodes it only adds what
   # this node did not know.
@@ -106,7 +127,7 @@ defmodule SoulMem.Cluster.Membership do
       |> Map.merge(known, fn _node, mine, theirs -> mine || theirs end)
       |> Map.put(from, weight)
 
-    {:noreply, update(state, merged)}
+    {:noreply, notify(update(state, merged))}
   end
 
   def handle_info({:forget, node}, state), do: {:noreply, drop(state, node)}
@@ -133,6 +154,16 @@ defmodule SoulMem.Cluster.Membership do
       save(state)
       state
     end
+  end
+
+  defp notify(state) do
+    {done, waiting} =
+      Enum.split_with(state.waiters, fn {_ref, _from, nodes} ->
+        Enum.all?(nodes, &(is_integer(state.known[&1]) and live?(&1)))
+      end)
+
+    for {_ref, from, _nodes} <- done, do: GenServer.reply(from, :ok)
+    %{state | waiters: waiting}
   end
 
   defp drop(state, node) when node == node(), do: state
