@@ -78,6 +78,9 @@ defmodule SoulMem.Cluster.Membership do
 
   @impl true
   def init(_opts) do
+    # terminate/2 withdraws the published set, so a stopped runtime is not
+    # taken for a cluster member by Placement.
+    Process.flag(:trap_exit, true)
     file = Path.join(SoulMem.Store.data_dir(), @file_name)
     known = file |> read_known() |> Map.put(node(), SoulMem.Cluster.weight())
     state = %{file: file, known: known, waiters: []}
