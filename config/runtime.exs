@@ -87,6 +87,61 @@ config :soul_mem,
          raise "SOUL_MEM_CONTEXT_POSITION: expected before, after or depth:N, got #{other}"
      end)
 
+# A cluster (SoulMem.Cluster): SOUL_MEM_CLUSTER_NODES (comma-separated node
+# names) and/or SOUL_MEM_CLUSTER_GOSSIP=true (UDP multicast, needs
+# SOUL_MEM_CLUSTER_SECRET of at least 16 bytes) turn it on;
+# SOUL_MEM_CLUSTER=hosts uses .hosts.erlang instead of a list.
+cluster_nodes = "SOUL_MEM_CLUSTER_NODES" |> env_string.("") |> String.split(",", trim: true)
+
+cluster_gossip = env_string.("SOUL_MEM_CLUSTER_GOSSIP", "false") in ["true", "1", "yes"]
+cluster_hosts = env_string.("SOUL_MEM_CLUSTER", "") == "hosts"
+
+parse_ip = fn name, raw ->
+  case :inet.parse_address(String.to_charlist(raw)) do
+    {:ok, ip} -> ip
+    _ -> raise ArgumentError, "environment variable #{name} must be an IP address, got: #{raw}"
+  end
+end
+
+if cluster_nodes != [] or cluster_gossip or cluster_hosts do
+  secret = env_string.("SOUL_MEM_CLUSTER_SECRET", nil)
+
+  if cluster_gossip and (secret == nil or byte_size(secret) < 16),
+    do: raise(ArgumentError, "SOUL_MEM_CLUSTER_GOSSIP needs SOUL_MEM_CLUSTER_SECRET (16+ bytes)")
+
+  static =
+    if cluster_nodes != [] or cluster_hosts,
+      do: [{SoulMem.Cluster.Discovery.Static, nodes: cluster_nodes}],
+      else: []
+
+  gossip =
+    if cluster_gossip,
+      do: [
+        {SoulMem.Cluster.Discovery.Gossip,
+         secret: secret,
+         group:
+           parse_ip.(
+             "SOUL_MEM_CLUSTER_GOSSIP_GROUP",
+             env_string.("SOUL_MEM_CLUSTER_GOSSIP_GROUP", "233.252.1.32")
+           ),
+         port: env_integer.("SOUL_MEM_CLUSTER_GOSSIP_PORT", 45_892, 1, 65_535),
+         ttl: env_integer.("SOUL_MEM_CLUSTER_GOSSIP_TTL", 1, 1, 255),
+         interface:
+           parse_ip.(
+             "SOUL_MEM_CLUSTER_GOSSIP_IF",
+             env_string.("SOUL_MEM_CLUSTER_GOSSIP_IF", "0.0.0.0")
+           )}
+      ],
+      else: []
+
+  config :soul_mem,
+    cluster: [
+      enabled: true,
+      weight: env_integer.("SOUL_MEM_CLUSTER_WEIGHT", nil, 1, 1_000_000),
+      discovery: static ++ gossip
+    ]
+end
+
 # Browser pages that may open the socket besides the endpoint's own loopback
 # origin (SoulMemWeb.Router.origin_allowed?/2), e.g. "http://192.168.1.5:4000".
 config :soul_mem_web,

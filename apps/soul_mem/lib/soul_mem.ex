@@ -20,6 +20,10 @@ defmodule SoulMem do
 
   require Logger
 
+  # How long a caller waits for an operation on another node that has no
+  # timeout of its own (the operation's own timeouts still apply there).
+  @routed_timeout 60_000
+
   @doc """
   The version of the `:soul_mem` application.
   """
@@ -102,12 +106,21 @@ defmodule SoulMem do
   forgetting (the original, its masked text, or an LLM revision cached per
   band) and it carries `forgetting: %{missing_degree, action, band}`; the
   original of a forgotten memory never reaches the context.
+
+  In a cluster the whole recall runs on the character's home node
+  (`SoulMem.Cluster.Router`); `{:error, :home_node_down}` when it is down.
   """
   @spec recall(String.t() | pid(), request(), keyword()) ::
           {:ok, recall_result()} | {:error, term()}
   def recall(character, request, opts \\ []) do
     opts = Keyword.validate!(opts, @recall_opts)
 
+    routed(character, :recall, [character, request, opts], @routed_timeout, fn ->
+      local_recall(character, request, opts)
+    end)
+  end
+
+  defp local_recall(character, request, opts) do
     retrieval = opts[:retrieval] || Application.get_env(:soul_mem, :retrieval, SoulMem.Retrieval)
 
     forgetting = forgetting_opts(opts[:forgetting])
@@ -174,20 +187,38 @@ defmodule SoulMem do
   def characters(opts \\ []), do: SoulMem.Catalog.list(opts)
 
   @doc """
+  The characters of every live node of the cluster (`characters/1` on each,
+  with `:node` added), sorted by id; this node's alone when not clustered.
+  A node that does not answer within 10 s is left out.
+  """
+  @spec cluster_characters() :: [map()]
+  def cluster_characters do
+    SoulMem.Cluster.Router.gather(SoulMem.Catalog, :list, [[]])
+    |> Enum.flat_map(fn {node, entries} -> Enum.map(entries, &Map.put(&1, :node, node)) end)
+    |> Enum.sort_by(& &1.id)
+  end
+
+  @doc """
   Creates character `id` — empty with a name and self-description, from
   Graph JSON, from an export or from a SillyTavern card — stores it and
   starts it (`SoulMem.Catalog.create/3`).
   """
   @spec create(String.t(), SoulMem.Catalog.source(), keyword()) ::
           {:ok, map()} | {:error, SoulMem.Error.t()}
-  def create(id, source, opts \\ []), do: SoulMem.Catalog.create(id, source, opts)
+  def create(id, source, opts \\ []) do
+    routed(id, :create, [id, source, opts], @routed_timeout, fn ->
+      SoulMem.Catalog.create(id, source, opts)
+    end)
+  end
 
   @doc """
   Deletes character `id` after writing an export backup; returns the
   backup's path (`SoulMem.Catalog.delete/2`).
   """
   @spec delete(String.t(), keyword()) :: {:ok, map()} | {:error, SoulMem.Error.t()}
-  def delete(id, opts \\ []), do: SoulMem.Catalog.delete(id, opts)
+  def delete(id, opts \\ []) do
+    routed(id, :delete, [id, opts], @routed_timeout, fn -> SoulMem.Catalog.delete(id, opts) end)
+  end
 
   @doc """
   Group chats: pushes `line` (`%{text, speaker, role}`) into the window of
@@ -261,8 +292,10 @@ defmodule SoulMem do
   def neighbourhood(character, ids, opts \\ []) when is_list(ids) do
     opts = Keyword.validate!(opts, hops: 1, max_notes: 60)
 
-    with {:ok, memory} <- SoulMem.Character.memory(character),
-         do: SoulMem.Memory.neighbourhood(memory, ids, opts[:hops], opts[:max_notes])
+    routed(character, :neighbourhood, [character, ids, opts], @routed_timeout, fn ->
+      with {:ok, memory} <- SoulMem.Character.memory(character),
+           do: SoulMem.Memory.neighbourhood(memory, ids, opts[:hops], opts[:max_notes])
+    end)
   end
 
   @doc """
@@ -270,8 +303,11 @@ defmodule SoulMem do
   configured data directory), running or not.
   """
   @spec stored?(String.t(), Path.t() | nil) :: boolean()
-  def stored?(id, data_dir \\ nil) when is_binary(id),
-    do: SoulMem.Store.exists?(data_dir || SoulMem.Store.data_dir(), id)
+  def stored?(id, data_dir \\ nil) when is_binary(id) do
+    routed(id, :stored?, [id, data_dir], @routed_timeout, fn ->
+      SoulMem.Store.exists?(data_dir || SoulMem.Store.data_dir(), id)
+    end) == true
+  end
 
   @doc """
   The seed-shaped sub-queries recall derives from plain `text` (jieba
@@ -383,8 +419,10 @@ defmodule SoulMem do
   """
   @spec get_note(String.t() | pid(), String.t()) :: {:ok, map()} | {:error, term()}
   def get_note(character, note_id) when is_binary(note_id) do
-    with {:ok, memory} <- SoulMem.Character.memory(character),
-         do: SoulMem.Memory.get_note(memory, note_id)
+    routed(character, :get_note, [character, note_id], @routed_timeout, fn ->
+      with {:ok, memory} <- SoulMem.Character.memory(character),
+           do: SoulMem.Memory.get_note(memory, note_id)
+    end)
   end
 
   @doc """
@@ -405,11 +443,13 @@ defmodule SoulMem do
   end
 
   def export(character, format) when format in [:world_info, :card] do
-    with {:ok, memory} <- SoulMem.Character.memory(character) do
-      if format == :card,
-        do: SoulMem.Memory.export_card(memory),
-        else: SoulMem.Memory.export_world_info(memory)
-    end
+    routed(character, :export, [character, format], @routed_timeout, fn ->
+      with {:ok, memory} <- SoulMem.Character.memory(character) do
+        if format == :card,
+          do: SoulMem.Memory.export_card(memory),
+          else: SoulMem.Memory.export_world_info(memory)
+      end
+    end)
   end
 
   @doc """
@@ -426,11 +466,14 @@ defmodule SoulMem do
   @spec import(String.t(), map() | binary(), keyword()) :: {:ok, pid()} | {:error, term()}
   def import(id, document, opts \\ []) when is_binary(id) do
     opts = Keyword.validate!(opts, replace: false, data_dir: nil, start: [])
-    data_dir = opts[:data_dir] || SoulMem.Store.data_dir()
 
-    if SoulMem.Characters.whereis(id),
-      do: {:error, :running},
-      else: do_import(id, document, data_dir, opts)
+    routed(id, :import, [id, document, opts], @routed_timeout, fn ->
+      data_dir = opts[:data_dir] || SoulMem.Store.data_dir()
+
+      if SoulMem.Characters.whereis(id),
+        do: {:error, :running},
+        else: do_import(id, document, data_dir, opts)
+    end)
   end
 
   defp do_import(id, document, data_dir, opts) do
@@ -449,6 +492,11 @@ defmodule SoulMem do
       end
     end
   end
+
+  # An operation that needs the character's node (its graph, a NIF resource,
+  # or its store file) runs whole there in a cluster; here otherwise.
+  defp routed(character, fun, args, timeout, local),
+    do: SoulMem.Cluster.Router.route(character, __MODULE__, fun, args, timeout, local)
 
   defp encode_document(document) when is_binary(document), do: {:ok, document}
   defp encode_document(document) when is_map(document), do: SoulMem.JSON.encode(document)

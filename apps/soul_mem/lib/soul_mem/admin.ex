@@ -11,15 +11,28 @@ defmodule SoulMem.Admin do
 
   @doc """
   The running characters with their state (`:working`/`:idle`), window size,
-  pending messages, summary jobs, summary length and graph node counts
-  (`SoulMem.Memory.stats/1`). Characters that stop while being listed are
-  left out.
+  pending messages, summary jobs, summary length, graph node counts
+  (`SoulMem.Memory.stats/1`) and the `:node` they run on — of every live
+  node in a cluster (a node that does not answer within 10 s is left out).
+  Characters that stop while being listed are left out.
   """
   @spec list() :: [map()]
   def list do
+    if SoulMem.Cluster.Membership.known() do
+      SoulMem.Cluster.Router.gather(__MODULE__, :local_list, [])
+      |> Enum.flat_map(&elem(&1, 1))
+      |> Enum.sort_by(& &1.id)
+    else
+      local_list()
+    end
+  end
+
+  @doc "The running characters of this node (`list/0` of this node only)."
+  @spec local_list() :: [map()]
+  def local_list do
     for {_id, pid} <- Characters.list(),
         {:ok, info} <- [Character.info(pid)],
-        do: info
+        do: Map.put(info, :node, node())
   end
 
   @doc "The messages visible to recall (pending + window), oldest first."

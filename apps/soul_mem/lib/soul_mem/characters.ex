@@ -5,8 +5,10 @@ defmodule SoulMem.Characters do
   """
 
   alias SoulMem.Character
+  alias SoulMem.Cluster.Router
 
   @supervisor SoulMem.CharacterSupervisor
+  @start_timeout 60_000
 
   @doc """
   Returns the running character `character_id`, starting it with `opts` (see
@@ -19,9 +21,28 @@ defmodule SoulMem.Characters do
   `{:error, {:graph_not_found, path}}`. Without `:graph` or `:memory`, a new
   character is seeded from its configured seed file (`seed/1`), so the demo
   always starts with its memories.
+
+  In a cluster (`SoulMem.Cluster`) the character starts on its home node and
+  the pid returned is there; `{:error, :home_node_down}` when that node is
+  down. Paths in `opts` are read on the home node, and a `:memory` (a NIF
+  resource) cannot cross nodes: give such a character's id a home here or
+  use `SoulMem.create/3`, which runs whole on the home node.
   """
   @spec ensure_started(String.t(), keyword()) :: {:ok, pid()} | {:error, term()}
   def ensure_started(character_id, opts \\ []) when is_binary(character_id) do
+    Router.route(
+      character_id,
+      __MODULE__,
+      :ensure_started,
+      [character_id, opts],
+      @start_timeout,
+      fn ->
+        start_local(character_id, opts)
+      end
+    )
+  end
+
+  defp start_local(character_id, opts) do
     case whereis(character_id) do
       pid when is_pid(pid) ->
         {:ok, pid}
@@ -67,9 +88,21 @@ defmodule SoulMem.Characters do
     if File.regular?(shipped), do: shipped, else: @demo_fixture
   end
 
-  @doc "The pid of the running character `character_id`, or `nil`."
+  @doc """
+  The pid of the running character `character_id`, or `nil` — in a cluster
+  on its home node (`nil` as well when that node is down).
+  """
   @spec whereis(String.t()) :: pid() | nil
   def whereis(character_id) when is_binary(character_id) do
+    case Router.route(character_id, __MODULE__, :whereis, [character_id], 5_000, fn ->
+           local_whereis(character_id)
+         end) do
+      pid when is_pid(pid) -> pid
+      _ -> nil
+    end
+  end
+
+  defp local_whereis(character_id) do
     # The Registry unregisters a dead process asynchronously: skip it.
     case Registry.lookup(SoulMem.Registry, character_id) do
       [{pid, _}] -> if Process.alive?(pid), do: pid
@@ -77,7 +110,7 @@ defmodule SoulMem.Characters do
     end
   end
 
-  @doc "The ids and pids of the running characters, sorted by id."
+  @doc "The ids and pids of the characters running on this node, sorted by id."
   @spec list() :: [{String.t(), pid()}]
   def list do
     SoulMem.Registry
@@ -89,11 +122,18 @@ defmodule SoulMem.Characters do
   @doc """
   Stops the character gracefully: a persisted character writes its graph,
   window and summary back to its store first (see `SoulMem.Character`).
-  `{:error, :not_running}` when it does not run.
+  `{:error, :not_running}` when it does not run, `{:error, :home_node_down}`
+  when its home node is down.
   """
-  @spec stop(String.t() | pid()) :: :ok | {:error, :not_running}
+  @spec stop(String.t() | pid()) :: :ok | {:error, :not_running | :home_node_down}
   def stop(character) do
-    pid = if is_pid(character), do: character, else: whereis(character)
+    Router.route(character, __MODULE__, :stop, [character], 35_000, fn ->
+      stop_local(character)
+    end)
+  end
+
+  defp stop_local(character) do
+    pid = if is_pid(character), do: character, else: local_whereis(character)
 
     case pid && DynamicSupervisor.terminate_child(@supervisor, pid) do
       :ok -> :ok
@@ -110,11 +150,29 @@ defmodule SoulMem.Characters do
   :not_running}` when none runs, `{:error, :timeout}` when it does not answer
   in time, `{:error, :loading}` when it is still loading past the load
   timeout (app env `:load_timeout_ms`, 60 s), which a loading character is
-  given in any case.
+  given in any case. In a cluster the call is made on the character's home
+  node (`SoulMem.Cluster.Router`): `{:error, :home_node_down}` when that
+  node is down.
   """
   @spec call(String.t() | pid(), term(), timeout()) :: term()
   def call(character, message, timeout) do
-    case resolve(character) do
+    # A loading character is waited for up to the load timeout on its node.
+    remote_timeout = max_timeout(timeout, load_timeout())
+
+    Router.route(
+      character,
+      __MODULE__,
+      :call,
+      [character, message, timeout],
+      remote_timeout,
+      fn ->
+        call_local(character, message, timeout)
+      end
+    )
+  end
+
+  defp call_local(character, message, timeout) do
+    case resolve_local(character) do
       nil ->
         {:error, :not_running}
 
@@ -146,9 +204,12 @@ defmodule SoulMem.Characters do
     end
   end
 
-  @doc "The pid of `character` (an id or a pid), or `nil`."
+  @doc "The pid of `character` (an id or a pid, in a cluster on its home node), or `nil`."
   @spec resolve(term()) :: pid() | nil
   def resolve(pid) when is_pid(pid), do: pid
   def resolve(id) when is_binary(id), do: whereis(id)
   def resolve(_), do: nil
+
+  defp resolve_local(id) when is_binary(id), do: local_whereis(id)
+  defp resolve_local(other), do: resolve(other)
 end

@@ -63,6 +63,7 @@ defmodule SoulMemWeb.Error do
     backlog_full: {429, "too many messages wait for their summary; retry later"},
     unsupported: {501, "not supported by this runtime yet"},
     not_running: {503, "the character is not running"},
+    home_node_down: {503, "home node down"},
     loading: {503, "the character is still loading; retry shortly"},
     character_unavailable: {503, "the character cannot be started"},
     timeout: {504, "the character did not answer in time"},

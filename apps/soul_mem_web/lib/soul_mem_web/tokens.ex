@@ -19,6 +19,16 @@ defmodule SoulMemWeb.Tokens do
   file when another VM (`mix soul.token`) changed it (checked every second)
   and tells subscribers (`subscribe/0`: the sockets) after every change, so
   a revoke closes joined channels at once.
+
+  In a cluster (`SoulMem.Cluster.enabled?/0`) every node keeps its own file
+  and the files converge: after each change, and to every node that comes
+  up, this process sends its token data to the other nodes' token stores,
+  which merge it. The merge is a two-phase set per hash — a revoke keeps
+  the SHA-256 of each revoked hash (`"revoked"` in the file), and a revoked
+  hash never comes back — so the order in which nodes hear of changes does not
+  matter, and a node that was away catches up when it rejoins. A token
+  created on one node while another was cut off is valid there once they
+  meet again; a revoke on one side does not reach tokens it never saw.
   """
 
   use GenServer
@@ -232,6 +242,7 @@ defmodule SoulMemWeb.Tokens do
     file = path(data_dir)
 
     :ets.new(@table, [:named_table, :protected, read_concurrency: true])
+    if SoulMem.Cluster.enabled?(), do: :ok = :net_kernel.monitor_nodes(true)
 
     case read_file(file) do
       {:ok, data} ->
@@ -263,7 +274,8 @@ defmodule SoulMemWeb.Tokens do
   def handle_call({:add_operator, digest}, _from, state),
     do: save(state, &add_operator(&1, digest))
 
-  def handle_call(:revoke_operators, _from, state), do: save(state, &%{&1 | operators: []})
+  def handle_call(:revoke_operators, _from, state),
+    do: save(state, &%{&1 | operators: [], revoked: tombstones(&1.operators) ++ &1.revoked})
 
   def handle_call({:configured, id, digest}, _from, state) do
     state = %{state | configured: Map.put(state.configured, id, digest)}
@@ -285,7 +297,42 @@ defmodule SoulMemWeb.Tokens do
     {:noreply, state}
   end
 
+  # Another node's token data: merged into this node's file; when that
+  # changed anything, the others hear of the result (which ends when no
+  # node learns anything new).
+  def handle_info({__MODULE__, :merge, %{tokens: t, operators: o, revoked: r} = data}, state)
+      when is_map(t) and is_list(o) and is_list(r) do
+    case update_file(state.file, &merge(&1, data)) do
+      {:ok, merged} when merged != state.data ->
+        state = %{state | data: merged, mtime: mtime(state.file)}
+        publish(state)
+        {:noreply, state}
+
+      _unchanged_or_failed ->
+        {:noreply, state}
+    end
+  end
+
+  def handle_info({:nodeup, node}, state) do
+    send({__MODULE__, node}, {__MODULE__, :merge, state.data})
+    {:noreply, state}
+  end
+
   def handle_info(_other, state), do: {:noreply, state}
+
+  defp merge(mine, theirs) do
+    revoked = Enum.uniq(mine.revoked ++ theirs.revoked)
+    gone = MapSet.new(revoked)
+    keep = fn hashes -> hashes |> Enum.uniq() |> Enum.reject(&(tombstone(&1) in gone)) end
+
+    tokens =
+      mine.tokens
+      |> Map.merge(theirs.tokens, fn _id, a, b -> a ++ b end)
+      |> Map.new(fn {id, hashes} -> {id, keep.(hashes)} end)
+      |> Map.reject(fn {_id, hashes} -> hashes == [] end)
+
+    %{tokens: tokens, operators: keep.(mine.operators ++ theirs.operators), revoked: revoked}
+  end
 
   defp reload_if_changed(state) do
     mtime = mtime(state.file)
@@ -320,7 +367,16 @@ defmodule SoulMemWeb.Tokens do
   defp add_hash(data, id, digest),
     do: %{data | tokens: Map.update(data.tokens, id, [digest], &[digest | &1])}
 
-  defp delete_character(data, id), do: %{data | tokens: Map.delete(data.tokens, id)}
+  # A revoked hash is remembered by its own SHA-256: the file keeps no hash
+  # of a token that no longer opens anything.
+  defp tombstone(digest), do: :crypto.hash(:sha256, digest)
+  defp tombstones(digests), do: Enum.map(digests, &tombstone/1)
+
+  defp delete_character(data, id) do
+    revoked = tombstones(Map.get(data.tokens, id, [])) ++ data.revoked
+    %{data | tokens: Map.delete(data.tokens, id), revoked: revoked}
+  end
+
   defp add_operator(data, digest), do: %{data | operators: [digest | data.operators]}
 
   # Read, change, write the file under a lock file that every writer (this
@@ -380,6 +436,10 @@ defmodule SoulMemWeb.Tokens do
     # The operators' row has an atom key: no character id (a binary) reaches it.
     :ets.insert(@table, [{:operators, operators} | Enum.to_list(rows)])
 
+    if SoulMem.Cluster.enabled?() do
+      for node <- Node.list(), do: send({__MODULE__, node}, {__MODULE__, :merge, state.data})
+    end
+
     Registry.dispatch(SoulMemWeb.Tokens.Subscribers, :changed, fn entries ->
       for {pid, _} <- entries, do: send(pid, {__MODULE__, :changed})
     end)
@@ -429,22 +489,28 @@ defmodule SoulMemWeb.Tokens do
   end
 
   # The file: {"version": 1, "tokens": {"<character>": ["<sha256 hex>", ...]},
-  # "operators": ["<sha256 hex>", ...]} ("operators" optional).
+  # "operators": ["<sha256 hex>", ...], "revoked": ["<sha256 hex>", ...]}
+  # ("operators" and "revoked" optional; "revoked" holds the SHA-256 of each
+  # revoked hash, so another node's older copy cannot undo a revoke, see the
+  # moduledoc).
   defp read_file(file) do
     case File.read(file) do
       {:ok, json} ->
         with {:ok, %{"version" => 1, "tokens" => tokens} = doc} when is_map(tokens) <-
                SoulMem.JSON.decode(json),
              {:ok, stored} <- decode_hashes(tokens),
-             {:ok, %{"operators" => operators}} <-
-               decode_hashes(%{"operators" => Map.get(doc, "operators", [])}) do
-          {:ok, %{tokens: stored, operators: operators}}
+             {:ok, %{"operators" => operators, "revoked" => revoked}} <-
+               decode_hashes(%{
+                 "operators" => Map.get(doc, "operators", []),
+                 "revoked" => Map.get(doc, "revoked", [])
+               }) do
+          {:ok, %{tokens: stored, operators: operators, revoked: revoked}}
         else
           _ -> {:error, :malformed}
         end
 
       {:error, :enoent} ->
-        {:ok, %{tokens: %{}, operators: []}}
+        {:ok, %{tokens: %{}, operators: [], revoked: []}}
 
       {:error, reason} ->
         {:error, reason}
@@ -470,12 +536,17 @@ defmodule SoulMemWeb.Tokens do
 
   defp decode_hex(_), do: :error
 
-  defp write_file(file, %{tokens: stored, operators: operators}) do
+  defp write_file(file, %{tokens: stored, operators: operators, revoked: revoked}) do
     hex = fn hashes -> Enum.map(hashes, &Base.encode16(&1, case: :lower)) end
     tokens = Map.new(stored, fn {id, hashes} -> {id, hex.(hashes)} end)
 
     json =
-      SoulMem.JSON.encode!(%{"version" => 1, "tokens" => tokens, "operators" => hex.(operators)})
+      SoulMem.JSON.encode!(%{
+        "version" => 1,
+        "tokens" => tokens,
+        "operators" => hex.(operators),
+        "revoked" => hex.(revoked)
+      })
 
     SoulMem.JSON.write_file_atomic(file, json, mode: 0o600)
   end

@@ -1,0 +1,95 @@
+defmodule SoulMem.Cluster do
+  @moduledoc """
+  SoulMem on several nodes: which nodes serve characters, where each
+  character lives, and how nodes find each other. Off unless configured
+  (`config :soul_mem, :cluster, enabled: true, discovery: [...]`, or the
+  `SOUL_MEM_CLUSTER_*` variables of `config/runtime.exs`); a node that is
+  not distributed, or not enabled, serves every character itself, exactly as
+  a single node always did.
+
+    * `SoulMem.Cluster.Discovery` — finds nodes and connects them
+      (`SoulMem.Cluster.Discovery.Static`, `SoulMem.Cluster.Discovery.Gossip`);
+    * `SoulMem.Cluster.Membership` — the SoulMem nodes (a `:pg` group) and
+      their weights;
+    * `SoulMem.Cluster.Placement` — each character's home node (weighted
+      rendezvous hashing);
+    * `SoulMem.Cluster.Router` — runs an operation on the home node
+      (`:erpc`).
+
+  A node keeps the characters it is home to in its own data directory; no
+  state is replicated. When a node is down its characters answer `{:error,
+  :home_node_down}` until it is back (or until an operator `forget/1`s it,
+  after which they start afresh elsewhere).
+  """
+
+  @doc "The cluster settings (app env `:cluster`), with defaults."
+  @spec config() :: keyword()
+  def config do
+    Keyword.merge(
+      [enabled: false, discovery: [], weight: nil],
+      Application.get_env(:soul_mem, :cluster, [])
+    )
+  end
+
+  @doc """
+  Whether this node takes part in a cluster: enabled in the config and
+  distributed (`--name`/`--sname`).
+  """
+  @spec enabled?() :: boolean()
+  def enabled?, do: config()[:enabled] == true and Node.alive?()
+
+  @doc """
+  This node's placement weight: app env `cluster: [weight: w]`, by default
+  its scheduler count (a node with twice the cores homes about twice the
+  characters).
+  """
+  @spec weight() :: pos_integer()
+  def weight do
+    case config()[:weight] do
+      w when is_integer(w) and w > 0 -> w
+      _ -> System.schedulers_online()
+    end
+  end
+
+  @doc """
+  The children the runtime starts for the cluster: the `:pg` scope always
+  (cheap, and lets a node join later), the membership, and one discovery
+  process per configured strategy when enabled.
+  """
+  @spec children() :: [Supervisor.child_spec()]
+  def children do
+    scope = %{id: :pg, start: {:pg, :start_link, [SoulMem.Cluster.Membership.scope()]}}
+
+    if config()[:enabled] == true do
+      discovery =
+        for {strategy, opts} <- config()[:discovery] do
+          Supervisor.child_spec({SoulMem.Cluster.Discovery, {strategy, opts}}, id: strategy)
+        end
+
+      [scope, SoulMem.Cluster.Membership | discovery]
+    else
+      [scope]
+    end
+  end
+
+  @doc "The live SoulMem nodes (this one included when enabled), sorted."
+  @spec members() :: [node()]
+  def members, do: SoulMem.Cluster.Membership.live()
+
+  @doc "Every SoulMem node this one knows, live or down, with its weight."
+  @spec known() :: %{node() => pos_integer()}
+  def known, do: SoulMem.Cluster.Membership.known()
+
+  @doc """
+  Forgets a node that is down for good: every node drops it from the
+  placement, and its characters start afresh on their new home nodes (their
+  stores stay in the dead node's data directory — copy them over first to
+  keep them). `{:error, :alive}` while it is a live member.
+  """
+  @spec forget(node()) :: :ok | {:error, :alive}
+  def forget(node) when is_atom(node), do: SoulMem.Cluster.Membership.forget(node)
+
+  @doc "The home node of character `id` (`SoulMem.Cluster.Placement.home/1`)."
+  @spec home(String.t()) :: node()
+  def home(id) when is_binary(id), do: SoulMem.Cluster.Placement.home(id)
+end
