@@ -252,7 +252,11 @@ fn names(n: &MemoryNote) -> impl Iterator<Item = &str> {
     };
     std::iter::once(n.readable_id.as_str())
         .chain(semantic.map(|s| s.content.as_str()))
-        .chain(semantic.into_iter().flat_map(|s| s.aliases.iter().map(String::as_str)))
+        .chain(
+            semantic
+                .into_iter()
+                .flat_map(|s| s.aliases.iter().map(String::as_str)),
+        )
 }
 
 /// Everything a query is matched against, lower-cased, fields separated by a newline (so a

@@ -214,7 +214,9 @@ mod tests {
         assert_eq!(search_terms("carries crumbs"), ["carri", "crumb"]);
         let k = keywords("Why do you carry crumbs for the seagulls?", 4);
         assert!(k.iter().any(|w| w == "seagulls"), "{k:?}");
-        assert!(!k.iter().any(|w| ["Why", "do", "you", "for", "the"].contains(&w.as_str())));
+        assert!(!k
+            .iter()
+            .any(|w| ["Why", "do", "you", "for", "the"].contains(&w.as_str())));
     }
 
     #[test]

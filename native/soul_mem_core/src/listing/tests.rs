@@ -189,6 +189,12 @@ fn a_note_named_by_the_query_comes_before_notes_that_mention_it() {
         ["sem_xb", "sem_self", "sit_rain"]
     );
     // Part of an alias names it too, above a plain mention.
-    assert_eq!(ids(&list_graph(&g, &req("白白", None)).unwrap()), ["sem_xb"]);
-    assert_eq!(ids(&list_graph(&g, &req("同学", None)).unwrap()), ["sem_xb"]);
+    assert_eq!(
+        ids(&list_graph(&g, &req("白白", None)).unwrap()),
+        ["sem_xb"]
+    );
+    assert_eq!(
+        ids(&list_graph(&g, &req("同学", None)).unwrap()),
+        ["sem_xb"]
+    );
 }

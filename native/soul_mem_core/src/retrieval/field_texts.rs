@@ -172,7 +172,11 @@ pub fn node_texts(note: &MemoryNote) -> Vec<(FieldKind, String)> {
         }
         MemoryType::Procedure(p) => add(FieldKind::ProcAction, p.action.content.clone()),
     }
-    for t in note.tags.iter().filter(|t| !crate::model::is_machine_tag(t)) {
+    for t in note
+        .tags
+        .iter()
+        .filter(|t| !crate::model::is_machine_tag(t))
+    {
         add(FieldKind::Tag, t.clone());
     }
     out
