@@ -448,6 +448,12 @@ defmodule SoulMemWeb.Router do
   defp api(:GET, ["history"], _arg), do: {:ok, "history", %{}}
   defp api(:GET, ["token"], _arg), do: {:ok, :token, %{}}
 
+  defp api(_method, [action], _arg) when is_map_key(@api_posts, action) or action == "export",
+    do: {:error, Error.new(:method_not_allowed)}
+
+  defp api(_method, ["notes", _], _arg), do: {:error, Error.new(:method_not_allowed)}
+  defp api(_method, _rest, _arg), do: {:error, Error.new(:not_found)}
+
   # A page number from the query string; anything else goes on as text and
   # is refused by the listing, naming the field.
   defp integer_or_text(value) do
@@ -456,12 +462,6 @@ defmodule SoulMemWeb.Router do
       _ -> value
     end
   end
-
-  defp api(_method, [action], _arg) when is_map_key(@api_posts, action) or action == "export",
-    do: {:error, Error.new(:method_not_allowed)}
-
-  defp api(_method, ["notes", _], _arg), do: {:error, Error.new(:method_not_allowed)}
-  defp api(_method, _rest, _arg), do: {:error, Error.new(:not_found)}
 
   ## Operator API (the page's operator view)
 
