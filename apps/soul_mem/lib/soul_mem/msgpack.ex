@@ -58,7 +58,9 @@ defmodule SoulMem.MsgPack do
   binary or a limit is out of range.
   """
   @spec decode(binary(), limits()) :: {:ok, value()} | {:error, Error.t()}
-  def decode(bytes, limits \\ []) when is_binary(bytes) do
+  def decode(bytes, limits \\ [])
+
+  def decode(bytes, limits) when is_binary(bytes) do
     limits = Keyword.validate!(limits, max_depth: @max_depth, max_elements: @default_max_elements)
 
     max_depth = limits[:max_depth]
