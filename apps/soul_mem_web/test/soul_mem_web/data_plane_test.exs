@@ -311,7 +311,7 @@ defmodule SoulMemWeb.DataPlaneTest do
         System.cmd(
           "cargo",
           ~w(run --release --quiet -p soul_tune -- dataplane --addr 127.0.0.1:#{DataPlane.port()}
-             --token #{ctx.token} --character #{ctx.id} --clients 20 --requests 20 --json),
+             --token #{ctx.token} --character #{ctx.id} --clients 20 --requests 20 --rounds 50 --json),
           cd: @native,
           stderr_to_stdout: true
         )
