@@ -215,7 +215,7 @@ fn load_run(o: &Options) -> Result<Value, String> {
         .map(|n| {
             let (addr, token, character) = (o.addr.clone(), o.token.clone(), o.character.clone());
             let requests = o.requests;
-            std::thread::spawn(move || -> Result<(usize, usize), String> {
+            std::thread::spawn(move || -> Result<(usize, Vec<String>), String> {
                 let opts = Options {
                     addr,
                     token,
@@ -226,25 +226,28 @@ fn load_run(o: &Options) -> Result<Value, String> {
                     json: false,
                 };
                 let mut c = Client::connect(&opts.addr)?;
-                let (mut answered, mut errors) = (0, 0);
+                let (mut answered, mut errors) = (0, Vec::new());
                 for i in 0..requests {
                     let text = json!({"text": format!("小白 {n} {i}")});
                     let reply = c.call(&opts, "recall", text, &opts.token)?;
                     answered += 1;
                     if reply["ok"] != json!(true) {
-                        errors += 1;
+                        errors.push(reply["error"]["code"].as_str().unwrap_or("?").to_owned());
                     }
                 }
                 Ok((answered, errors))
             })
         })
         .collect();
-    let (mut answered, mut errors, mut lost_clients) = (0usize, 0usize, 0usize);
+    let (mut answered, mut lost_clients) = (0usize, 0usize);
+    let mut codes = std::collections::BTreeMap::<String, usize>::new();
     for h in handles {
         match h.join() {
             Ok(Ok((a, e))) => {
                 answered += a;
-                errors += e;
+                for code in e {
+                    *codes.entry(code).or_default() += 1;
+                }
             }
             Ok(Err(e)) => {
                 eprintln!("a client failed: {e}");
@@ -256,7 +259,8 @@ fn load_run(o: &Options) -> Result<Value, String> {
     let secs = start.elapsed().as_secs_f64();
     let sent = o.clients * o.requests;
     Ok(json!({
-        "clients": o.clients, "sent": sent, "answered": answered, "errors": errors,
+        "clients": o.clients, "sent": sent, "answered": answered,
+        "errors": codes.values().sum::<usize>(), "error_codes": codes,
         "failed_clients": lost_clients, "seconds": (secs * 1000.0).round() / 1000.0,
         "per_second": (answered as f64 / secs).round()
     }))
