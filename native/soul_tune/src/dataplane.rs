@@ -196,7 +196,12 @@ fn recall_round_trips(o: &Options) -> Result<(u128, u128), String> {
     let mut times = Vec::with_capacity(o.rounds);
     for i in 0..o.rounds.max(1) {
         let start = Instant::now();
-        let reply = c.call(o, "recall", json!({"text": format!("小白 {}", i % 10)}), &o.token)?;
+        let reply = c.call(
+            o,
+            "recall",
+            json!({"text": format!("小白 {}", i % 10)}),
+            &o.token,
+        )?;
         times.push(start.elapsed().as_micros());
         if reply["ok"] != json!(true) {
             return Err(format!("recall failed: {reply}"));
