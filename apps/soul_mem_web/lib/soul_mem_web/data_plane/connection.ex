@@ -76,12 +76,7 @@ defmodule SoulMemWeb.DataPlane.Connection do
 
   def handle_info({:soul_mem, character, event, payload}, state)
       when event in @forwarded_events and is_map_key(state.subscriptions, character) do
-    body =
-      case {event, payload} do
-        {:summary_updated, summary} when is_binary(summary) -> %{"summary" => summary}
-        {_, %{} = map} -> Operations.json_safe(map)
-        {_, other} -> %{"result" => Operations.json_safe(other)}
-      end
+    body = Operations.event_body(event, payload)
 
     send_frame(state, Frame.push(Atom.to_string(event), character, body))
     {:noreply, state}
