@@ -161,6 +161,14 @@ config :soul_mem_web,
       if(config_env() in [:dev, :test], do: "dev-operator")
     )
 
+# The MessagePack data plane (SoulMemWeb.DataPlane) for services off the BEAM:
+# off unless SOUL_MEM_DATA_PORT gives it a port; loopback only unless
+# `config :soul_mem_web, data_plane: [host: "0.0.0.0"]`.
+if data_port = env_integer.("SOUL_MEM_DATA_PORT", nil, 0, 65_535) do
+  config :soul_mem_web,
+    data_plane: Keyword.put(Application.get_env(:soul_mem_web, :data_plane, []), :port, data_port)
+end
+
 # A release serves the chat endpoint on boot (SOUL_MEM_SERVER=false turns it
 # off); `mix` runs serve it only through `mix soul.server` / scripts/run.sh.
 if config_env() == :prod do

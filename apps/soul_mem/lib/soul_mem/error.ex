@@ -17,7 +17,11 @@ defmodule SoulMem.Error do
     * `:poisoned` — an earlier panic left the graph in an unknown state
     * `:invalid_card` — a character card or World Info file that cannot be
       read (the message names the chunk, field or lorebook entry)
-    * `:limit_exceeded` — an input holds more (entries, text) than allowed
+    * `:limit_exceeded` — an input holds more (entries, text, nesting) than
+      allowed
+    * `:invalid_msgpack` — not one MessagePack value the data plane accepts
+      (`SoulMem.MsgPack`)
+    * `:invalid_argument` — a term `SoulMem.MsgPack.encode/1` cannot encode
 
   Reasons reported by the on-disk store (`SoulMem.Store`):
 
@@ -45,6 +49,8 @@ defmodule SoulMem.Error do
           | :poisoned
           | :invalid_card
           | :limit_exceeded
+          | :invalid_msgpack
+          | :invalid_argument
           | :corrupt
           | :incompatible
           | :in_use

@@ -47,6 +47,14 @@ defmodule SoulMem.Native do
 
   def live_graph_handles, do: :erlang.nif_error(:nif_not_loaded)
 
+  # MessagePack (SoulMem.MsgPack): normal scheduler, and DirtyCpu for large frames/terms.
+  # limits: %{max_depth, max_elements}; {:ok, term} | {:error, {kind, message}}
+  def msgpack_decode(_bytes, _limits), do: :erlang.nif_error(:nif_not_loaded)
+  def msgpack_decode_dirty(_bytes, _limits), do: :erlang.nif_error(:nif_not_loaded)
+  # {:ok, binary} | {:error, {:invalid_argument, message}}
+  def msgpack_encode(_term), do: :erlang.nif_error(:nif_not_loaded)
+  def msgpack_encode_dirty(_term), do: :erlang.nif_error(:nif_not_loaded)
+
   # DirtyCpu: load the embedding model process-wide ("" = discover / no cache)
   def embedder_load(_model_path, _cache_path, _similarity_floor),
     do: :erlang.nif_error(:nif_not_loaded)

@@ -20,8 +20,7 @@ defmodule SoulMemWeb.Application do
         SoulMemWeb.RateLimit,
         {SoulMemWeb.Tokens,
          configured: configured, operator: Application.get_env(:soul_mem_web, :operator_token)}
-      ] ++
-        if Application.get_env(:soul_mem_web, :server, false), do: [SoulMemWeb.Endpoint], else: []
+      ] ++ served()
 
     with {:ok, pid} <-
            Supervisor.start_link(children, strategy: :one_for_one, name: SoulMemWeb.Supervisor) do
@@ -31,6 +30,17 @@ defmodule SoulMemWeb.Application do
       end
 
       {:ok, pid}
+    end
+  end
+
+  # The endpoint, and the MessagePack data plane when a port is configured for
+  # it (SOUL_MEM_DATA_PORT): both only when serving.
+  defp served do
+    if Application.get_env(:soul_mem_web, :server, false) do
+      [SoulMemWeb.Endpoint] ++
+        if SoulMemWeb.DataPlane.configured?(), do: [SoulMemWeb.DataPlane], else: []
+    else
+      []
     end
   end
 

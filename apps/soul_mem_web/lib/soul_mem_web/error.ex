@@ -25,6 +25,7 @@ defmodule SoulMemWeb.Error do
   # reason => {status, message}; the code is the reason's name.
   @known %{
     invalid_json: {400, "the body is not valid JSON"},
+    invalid_frame: {400, "the frame is not a MessagePack request map"},
     invalid_payload: {400, "the payload has the wrong shape"},
     invalid_path: {400, "the URL path is not valid percent-encoding"},
     invalid_message: {422, "a message needs role \"user\" or \"assistant\" and a text"},

@@ -396,6 +396,17 @@ defmodule SoulMemWeb.Operations do
   end
 
   @doc """
+  The payload a character event (`{:soul_mem, id, event, payload}`) is
+  pushed with, on the channel and the data plane alike: `summary_updated`
+  as `%{"summary"}`, a map as its JSON-ready self, anything else as
+  `%{"result"}`.
+  """
+  @spec event_body(atom(), term()) :: map()
+  def event_body(:summary_updated, summary) when is_binary(summary), do: %{"summary" => summary}
+  def event_body(_event, %{} = map), do: json_safe(map)
+  def event_body(_event, other), do: %{"result" => json_safe(other)}
+
+  @doc """
   Makes a term encodable as JSON: maps get string keys, atoms become
   strings, `DateTime`s ISO 8601, tuples lists; pids, refs and functions their
   inspected text.

@@ -268,12 +268,7 @@ defmodule SoulMemWeb.Socket do
   end
 
   defp info({:soul_mem, character, event, payload}, state) when event in @forwarded_events do
-    body =
-      case {event, payload} do
-        {:summary_updated, summary} when is_binary(summary) -> %{"summary" => summary}
-        {_, %{} = map} -> Operations.json_safe(map)
-        {_, other} -> %{"result" => Operations.json_safe(other)}
-      end
+    body = Operations.event_body(event, payload)
 
     frames =
       for {topic, %{character: ^character, join_ref: join_ref}} <- state.channels,
