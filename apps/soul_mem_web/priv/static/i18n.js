@@ -220,6 +220,9 @@ export const zh = {
   "report.links": "关联",
   "report.lore_entries": "世界书条目",
   "report.skipped_disabled": "跳过的停用条目",
+  "report.skipped_empty": "跳过的空条目",
+  "report.core_notes": "核心记忆",
+  "report.enrichment": "LLM 补充",
   "locale": "zh-CN",
 
   // operator view

@@ -284,7 +284,7 @@ export class Manage {
   }
 
   reportList(report) {
-    const order = ["name", "format", "notes", "links", "lore_entries", "skipped_disabled"];
+    const order = ["name", "format", "notes", "links", "lore_entries", "skipped_disabled", "skipped_empty", "core_notes", "enrichment"];
     const keys = [...order.filter((k) => k in report), ...Object.keys(report).filter((k) => !order.includes(k))];
     return el("dl", { className: "report", "aria-label": t("report.title") },
       keys.map((k) => {
