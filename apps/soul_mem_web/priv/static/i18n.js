@@ -202,6 +202,7 @@ export const zh = {
   "mc.card_id": "角色 ID（可选）",
   "mc.card_id_placeholder": "不填则用卡上的名字",
   "mc.choose": "选择文件…",
+  "mc.enrich": "用 LLM 从长描述里补充经历和习惯（需要已配置 LLM）",
   "mc.uploading": "正在导入 {file}…",
   "mc.created": "已创建角色“{name}”（{id}）",
   "mc.token_once": "它的令牌（只显示这一次，请现在复制）：",

@@ -311,7 +311,11 @@ export class Manage {
 
   async upload(file) {
     const id = $("mc-card-id").value.trim();
-    const url = "/api/characters" + (id ? "?id=" + encodeURIComponent(id) : "");
+    const query = new URLSearchParams();
+    if (id) query.set("id", id);
+    // The optional LLM pass over the card's long texts (the node's LLM).
+    if ($("mc-enrich").checked) query.set("enrich", "true");
+    const url = "/api/characters" + (query.toString() ? "?" + query : "");
     this.status(t("mc.uploading", { file: file.name }));
     try {
       const body = await this.op("POST", url, { body: file, type: cardType(file) });
