@@ -59,6 +59,7 @@ defmodule SoulMem.Cluster do
   @spec children() :: [Supervisor.child_spec()]
   def children do
     scope = %{id: :pg, start: {:pg, :start_link, [SoulMem.Cluster.Membership.scope()]}}
+    moves = SoulMem.Cluster.Moves
 
     if config()[:enabled] == true do
       discovery =
@@ -66,9 +67,9 @@ defmodule SoulMem.Cluster do
           Supervisor.child_spec({SoulMem.Cluster.Discovery, {strategy, opts}}, id: strategy)
         end
 
-      [scope, SoulMem.Cluster.Membership | discovery]
+      [scope, moves, SoulMem.Cluster.Membership | discovery]
     else
-      [scope]
+      [scope, moves]
     end
   end
 
@@ -88,6 +89,32 @@ defmodule SoulMem.Cluster do
   """
   @spec forget(node()) :: :ok | {:error, :alive}
   def forget(node) when is_atom(node), do: SoulMem.Cluster.Membership.forget(node)
+
+  @doc """
+  Drains live member `node`: moves every character it stores or runs
+  (running ones are written back and stopped first) to the node that is its
+  home without `node` (`SoulMem.Cluster.Moves`), then marks `node` drained
+  on every member, so that placement skips it from then on — it stays a
+  member, and homes no character. Requests for a character wait while it
+  moves; none acknowledged is lost. Returns the moves by id (`{:ok,
+  %{bytes, sha256, ms}}` or the error of one that stayed, still serving on
+  `node`); `{:error, :not_a_member}` for a node that is not a live member.
+  """
+  @spec drain(node()) ::
+          {:ok, %{String.t() => {:ok, map()} | {:error, term()}}} | {:error, :not_a_member}
+  def drain(node) when is_atom(node) do
+    if node in members() do
+      moves = :erpc.call(node, SoulMem.Cluster.Moves, :drain_local, [], :infinity)
+      :ok = :erpc.call(node, SoulMem.Cluster.Membership, :mark_drained, [node])
+      {:ok, moves}
+    else
+      {:error, :not_a_member}
+    end
+  end
+
+  @doc "The drained nodes (`drain/1`)."
+  @spec drained() :: [node()]
+  def drained, do: SoulMem.Cluster.Membership.drained() |> Enum.sort()
 
   @doc "The home node of character `id` (`SoulMem.Cluster.Placement.home/1`)."
   @spec home(String.t()) :: node()

@@ -33,6 +33,14 @@ defmodule SoulMem.ClusterTest do
     for name <- names, do: ClusterSupport.start_peer(name, cluster_for.(name), root)
   end
 
+  # Nodes that know each other from a static list, once each knows them all.
+  defp start_static(names, root) do
+    nodes = Enum.map(names, &:"#{&1}@127.0.0.1")
+    started = start_nodes(names, fn _ -> cluster([{Discovery.Static, nodes: nodes}]) end, root)
+    for node <- nodes, do: await(node, nodes)
+    started
+  end
+
   defp await(node, nodes),
     do: assert(:ok == :erpc.call(node, SoulMem.Cluster.Membership, :await, [nodes, 10_000]))
 
@@ -94,12 +102,8 @@ defmodule SoulMem.ClusterTest do
   test "three nodes from a static list; characters spread, route and fail with their node",
        %{root: root} do
     names = [:list_a, :list_b, :list_c]
-    nodes = Enum.map(names, &:"#{&1}@127.0.0.1")
-
-    [{_, a}, {_, b}, {peer_c, c}] =
-      start_nodes(names, fn _ -> cluster([{Discovery.Static, nodes: nodes}]) end, root)
-
-    for node <- [a, b, c], do: await(node, nodes)
+    [{_, a}, {_, b}, {peer_c, c}] = start_static(names, root)
+    nodes = [a, b, c]
 
     # Rendezvous hashing places ids independently: over many characters the
     # spread is even (3000 ids: max/min 1.1), while a given 30 meet max/min
@@ -150,5 +154,75 @@ defmodule SoulMem.ClusterTest do
 
     {other, _} = Enum.find(Enum.zip(ids, same), fn {_id, home} -> home == b end)
     assert {:ok, _} = :erpc.call(a, SoulMem, :recall, [other, %{text: "画画"}])
+  end
+
+  test "drain moves a running character under acknowledged writes and a stored one with its file",
+       %{root: root} do
+    [{_, a}, {_, b}, {_, c}] = start_static([:drain_a, :drain_b, :drain_c], root)
+
+    for node <- [a, b, c] do
+      # Stores on, and a window that holds every message of the test.
+      :ok = :erpc.call(node, Application, :put_env, [:soul_mem, :persist, true])
+      :ok = :erpc.call(node, Application, :put_env, [:soul_mem, :window, 300])
+    end
+
+    [writer, stored] =
+      for(i <- 1..100, do: "mover-#{i}")
+      |> Enum.filter(&(:erpc.call(a, SoulMem.Cluster, :home, [&1]) == c))
+      |> Enum.take(2)
+
+    # A stored (not running) character on c.
+    assert {:ok, pid} = :erpc.call(a, SoulMem, :ensure_started, [stored])
+    assert node(pid) == c
+    stored_message = %{role: :user, text: "stored", at: DateTime.utc_now()}
+    assert :ok = :erpc.call(a, SoulMem, :push, [stored, stored_message])
+    assert :ok = :erpc.call(a, SoulMem.Characters, :stop, [stored])
+
+    stored_path =
+      :erpc.call(c, SoulMem.Store, :path, [:erpc.call(c, SoulMem.Store, :data_dir, []), stored])
+
+    assert :erpc.call(c, File, :regular?, [stored_path])
+
+    # A running one, written to through a while c drains: every push is
+    # acknowledged (those during the move wait and are retried).
+    assert {:ok, pid} = :erpc.call(a, SoulMem, :ensure_started, [writer])
+    assert node(pid) == c
+    test = self()
+
+    spawn_link(fn ->
+      for i <- 1..200 do
+        message = %{role: :user, text: "m#{i}", at: DateTime.utc_now()}
+        send(test, {:ack, i, :erpc.call(a, SoulMem, :push, [writer, message])})
+      end
+    end)
+
+    assert_receive {:ack, 20, :ok}, 30_000
+    assert {:ok, moves} = :erpc.call(b, SoulMem.Cluster, :drain, [c], :infinity)
+    for i <- 1..200, i != 20, do: assert_receive({:ack, ^i, :ok}, 30_000)
+
+    assert {:ok, %{bytes: bytes, sha256: <<_::256>>}} = moves[writer]
+    assert bytes > 0
+    assert {:ok, %{bytes: stored_bytes}} = moves[stored]
+    assert stored_bytes > 0
+
+    # c is drained: it homes nothing, by its own placement and the others'.
+    assert :erpc.call(c, SoulMem.Cluster, :drained, []) == [c]
+    refute :erpc.call(c, SoulMem.Cluster, :home, [writer]) == c
+
+    # Every acknowledged message is on the new home, once.
+    pid = :erpc.call(a, SoulMem, :whereis, [writer])
+    assert node(pid) in [a, b]
+    assert {:ok, window} = :erpc.call(a, SoulMem.Character, :window, [writer])
+    texts = window |> SoulMem.Window.visible() |> Enum.map(& &1.text)
+    assert texts == for(i <- 1..200, do: "m#{i}")
+
+    # The stored one moved with its file; c keeps a backup, not a store.
+    assert {:ok, pid} = :erpc.call(b, SoulMem, :ensure_started, [stored])
+    assert node(pid) in [a, b]
+    assert {:ok, window} = :erpc.call(b, SoulMem.Character, :window, [stored])
+    assert Enum.map(SoulMem.Window.visible(window), & &1.text) == ["stored"]
+    refute :erpc.call(c, File, :exists?, [stored_path])
+    assert :erpc.call(c, File, :regular?, [stored_path <> ".moved"])
+    assert [] == :erpc.call(c, SoulMem.Characters, :list, [])
   end
 end
