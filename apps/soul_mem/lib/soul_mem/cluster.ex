@@ -96,17 +96,29 @@ defmodule SoulMem.Cluster do
   home without `node` (`SoulMem.Cluster.Moves`), then marks `node` drained
   on every member, so that placement skips it from then on — it stays a
   member, and homes no character. Requests for a character wait while it
-  moves; none acknowledged is lost. Returns the moves by id (`{:ok,
-  %{bytes, sha256, ms}}` or the error of one that stayed, still serving on
-  `node`); `{:error, :not_a_member}` for a node that is not a live member.
+  moves; none acknowledged is lost. Returns the moves by id (`{:ok, %{bytes,
+  sha256, ms}}`).
+
+  When a move fails, that character stays on `node`, serving, and `node` is
+  not marked drained (placement would send its requests to a node without
+  its file): `{:error, {:not_moved, %{id => reason}}}`; `node` keeps
+  forwarding the moved ones, and `drain/1` again retries the rest.
+  `{:error, :not_a_member}` for a node that is not a live member.
   """
   @spec drain(node()) ::
-          {:ok, %{String.t() => {:ok, map()} | {:error, term()}}} | {:error, :not_a_member}
+          {:ok, %{String.t() => {:ok, map()}}}
+          | {:error, :not_a_member | {:not_moved, %{String.t() => term()}}}
   def drain(node) when is_atom(node) do
     if node in members() do
       moves = :erpc.call(node, SoulMem.Cluster.Moves, :drain_local, [], :infinity)
-      :ok = :erpc.call(node, SoulMem.Cluster.Membership, :mark_drained, [node])
-      {:ok, moves}
+      failed = for {id, {:error, reason}} <- moves, into: %{}, do: {id, reason}
+
+      if failed == %{} do
+        :ok = :erpc.call(node, SoulMem.Cluster.Membership, :mark_drained, [node])
+        {:ok, moves}
+      else
+        {:error, {:not_moved, failed}}
+      end
     else
       {:error, :not_a_member}
     end

@@ -225,4 +225,55 @@ defmodule SoulMem.ClusterTest do
     assert :erpc.call(c, File, :regular?, [stored_path <> ".moved"])
     assert [] == :erpc.call(c, SoulMem.Characters, :list, [])
   end
+
+  test "a request during a move waits, for a bounded time; a failed move leaves it serving",
+       %{root: root} do
+    [{_, a}, {_, b}] = start_static([:wait_a, :wait_b], root)
+
+    for node <- [a, b],
+        do: :ok = :erpc.call(node, Application, :put_env, [:soul_mem, :persist, true])
+
+    id =
+      Enum.find(
+        for(i <- 1..50, do: "waiter-#{i}"),
+        &(:erpc.call(a, SoulMem.Cluster, :home, [&1]) == b)
+      )
+
+    assert {:ok, pid} = :erpc.call(a, SoulMem, :ensure_started, [id])
+    assert node(pid) == b
+    message = fn text -> %{role: :user, text: text, at: DateTime.utc_now()} end
+    mark = fn -> :erpc.call(b, :ets, :insert, [SoulMem.Cluster.Moves, {id, :moving}]) end
+    unmark = fn -> :erpc.call(b, :ets, :delete, [SoulMem.Cluster.Moves, id]) end
+
+    # Marked moving on b: a push through a waits, and succeeds once it is over.
+    mark.()
+    test = self()
+
+    spawn_link(fn ->
+      send(test, {:pushed, :erpc.call(a, SoulMem, :push, [id, message.("waited")])})
+    end)
+
+    refute_receive {:pushed, _}, 200
+    unmark.()
+    assert_receive {:pushed, :ok}, 5_000
+
+    # The wait is bounded (:move_wait_ms).
+    :ok = :erpc.call(a, Application, :put_env, [:soul_mem, :move_wait_ms, 50])
+    mark.()
+    assert {:error, :moving} = :erpc.call(a, SoulMem, :push, [id, message.("refused")])
+    unmark.()
+
+    # A move that fails (a store of that id is in the way on a) leaves it on
+    # b, running and serving, and b not drained.
+    in_the_way =
+      :erpc.call(a, SoulMem.Store, :path, [:erpc.call(a, SoulMem.Store, :data_dir, []), id])
+
+    :ok = :erpc.call(a, File, :write, [in_the_way, "not a store"])
+    assert {:error, {:not_moved, %{^id => :exists}}} = :erpc.call(a, SoulMem.Cluster, :drain, [b])
+    assert :erpc.call(b, SoulMem.Cluster, :drained, []) == []
+    assert :ok = :erpc.call(a, SoulMem, :push, [id, message.("after")])
+    assert node(:erpc.call(a, SoulMem, :whereis, [id])) == b
+    assert {:ok, window} = :erpc.call(a, SoulMem.Character, :window, [id])
+    assert Enum.map(SoulMem.Window.visible(window), & &1.text) == ["waited", "after"]
+  end
 end

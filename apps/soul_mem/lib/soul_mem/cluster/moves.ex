@@ -83,16 +83,34 @@ defmodule SoulMem.Cluster.Moves do
     true = :ets.insert_new(@table, {id, :moving})
 
     with {:ok, running?} <- stop(id),
-         {:ok, sent} <- Store.exists?(Store.data_dir(), id) |> send(path, id, to),
-         :ok <- restart(running?, id, to) do
+         {:ok, sent} <- copy(running?, path, id, to) do
       :ets.insert(@table, {id, {:moved, to}})
       _ = File.rename(path, path <> ".moved")
       {:ok, Map.put(sent, :ms, System.monotonic_time(:millisecond) - started)}
     else
-      error ->
+      {:error, reason, running?} ->
         :ets.delete(@table, id)
-        Logger.warning("cluster: #{id} not moved to #{to}: #{inspect(error)}")
-        error
+        # It was running: it runs here again, from its file.
+        if running?, do: Characters.ensure_started(id)
+        failed(id, to, reason)
+
+      {:error, reason} ->
+        :ets.delete(@table, id)
+        failed(id, to, reason)
+    end
+  end
+
+  defp failed(id, to, reason) do
+    Logger.warning("cluster: #{id} not moved to #{to}: #{inspect(reason)}")
+    {:error, reason}
+  end
+
+  defp copy(running?, path, id, to) do
+    with {:ok, sent} <- Store.exists?(Store.data_dir(), id) |> send(path, id, to),
+         :ok <- restart(running?, id, to) do
+      {:ok, sent}
+    else
+      {:error, reason} -> {:error, reason, running?}
     end
   end
 
