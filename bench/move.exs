@@ -13,19 +13,10 @@ count = Keyword.get(opts, :notes, 10_000)
 
 :ok = SoulMem.ClusterSupport.distribution()
 root = Path.join(System.tmp_dir!(), "soul_mem_bench_#{System.unique_integer([:positive])}")
-names = [:move_a, :move_b]
-nodes = Enum.map(names, &:"#{&1}@127.0.0.1")
-
-cluster = [
-  enabled: true,
-  weight: 1,
-  discovery: [{SoulMem.Cluster.Discovery.Static, nodes: nodes}]
-]
-
-[{_, a}, {_, _b}] = Enum.map(names, &SoulMem.ClusterSupport.start_peer(&1, cluster, root))
+[{_, a}, {_, b}] = SoulMem.ClusterSupport.start_static([:move_a, :move_b], root)
+nodes = [a, b]
 
 for node <- nodes do
-  :ok = :erpc.call(node, SoulMem.Cluster.Membership, :await, [nodes, 10_000])
   :ok = :erpc.call(node, Application, :put_env, [:soul_mem, :persist, true])
 end
 

@@ -33,14 +33,6 @@ defmodule SoulMem.ClusterTest do
     for name <- names, do: ClusterSupport.start_peer(name, cluster_for.(name), root)
   end
 
-  # Nodes that know each other from a static list, once each knows them all.
-  defp start_static(names, root) do
-    nodes = Enum.map(names, &:"#{&1}@127.0.0.1")
-    started = start_nodes(names, fn _ -> cluster([{Discovery.Static, nodes: nodes}]) end, root)
-    for node <- nodes, do: await(node, nodes)
-    started
-  end
-
   defp await(node, nodes),
     do: assert(:ok == :erpc.call(node, SoulMem.Cluster.Membership, :await, [nodes, 10_000]))
 
@@ -102,7 +94,7 @@ defmodule SoulMem.ClusterTest do
   test "three nodes from a static list; characters spread, route and fail with their node",
        %{root: root} do
     names = [:list_a, :list_b, :list_c]
-    [{_, a}, {_, b}, {peer_c, c}] = start_static(names, root)
+    [{_, a}, {_, b}, {peer_c, c}] = ClusterSupport.start_static(names, root)
     nodes = [a, b, c]
 
     # Rendezvous hashing places ids independently: over many characters the
@@ -158,7 +150,7 @@ defmodule SoulMem.ClusterTest do
 
   test "drain moves a running character under acknowledged writes and a stored one with its file",
        %{root: root} do
-    [{_, a}, {_, b}, {_, c}] = start_static([:drain_a, :drain_b, :drain_c], root)
+    [{_, a}, {_, b}, {_, c}] = ClusterSupport.start_static([:drain_a, :drain_b, :drain_c], root)
 
     for node <- [a, b, c] do
       # Stores on, and a window that holds every message of the test.
@@ -228,7 +220,7 @@ defmodule SoulMem.ClusterTest do
 
   test "a request during a move waits, for a bounded time; a failed move leaves it serving",
        %{root: root} do
-    [{_, a}, {_, b}] = start_static([:wait_a, :wait_b], root)
+    [{_, a}, {_, b}] = ClusterSupport.start_static([:wait_a, :wait_b], root)
 
     for node <- [a, b],
         do: :ok = :erpc.call(node, Application, :put_env, [:soul_mem, :persist, true])
