@@ -150,14 +150,13 @@ defmodule SoulMem.Cluster.Membership do
 
   # A member's own weight is authoritative; of other nodes it only adds what
   # this node did not know.
-  def handle_info({:hello, from, weight, known, drained}, state)
-      when is_atom(from) and is_map(known) and is_list(drained) do
+  def handle_info({:hello, from, weight, known}, state) when is_atom(from) and is_map(known) do
     merged =
       state.known
       |> Map.merge(known, fn _node, mine, theirs -> mine || theirs end)
       |> Map.put(from, weight)
 
-    {:noreply, notify(update(add_drained(state, drained), merged))}
+    {:noreply, notify(update(state, merged))}
   end
 
   def handle_info({:drained, node}, state) when is_atom(node),
@@ -170,10 +169,9 @@ defmodule SoulMem.Cluster.Membership do
   # with its own hello, since this node's join reaches it too).
   defp met(state, pids) do
     for pid <- pids, node(pid) != node() do
-      send(
-        pid,
-        {:hello, node(), SoulMem.Cluster.weight(), state.known, MapSet.to_list(state.drained)}
-      )
+      send(pid, {:hello, node(), SoulMem.Cluster.weight(), state.known})
+      # Separate messages, so that a node of an older release still reads the hello.
+      for drained <- state.drained, do: send(pid, {:drained, drained})
     end
 
     update(state, Map.merge(state.known, Map.new(pids, &{node(&1), nil}), fn _n, w, _ -> w end))

@@ -80,9 +80,9 @@ defmodule SoulMem.Cluster.Moves do
   def move(id, to) when is_binary(id) and is_atom(to) and to != node() do
     started = System.monotonic_time(:millisecond)
     path = Store.path(Store.data_dir(), id)
-    true = :ets.insert_new(@table, {id, :moving})
 
-    with {:ok, running?} <- stop(id),
+    with true <- :ets.insert_new(@table, {id, :moving}) || {:error, :already_moving},
+         {:ok, running?} <- stop(id),
          {:ok, sent} <- copy(running?, path, id, to) do
       :ets.insert(@table, {id, {:moved, to}})
       _ = File.rename(path, path <> ".moved")
@@ -93,6 +93,9 @@ defmodule SoulMem.Cluster.Moves do
         # It was running: it runs here again, from its file.
         if running?, do: Characters.ensure_started(id)
         failed(id, to, reason)
+
+      {:error, :already_moving} ->
+        failed(id, to, :already_moving)
 
       {:error, reason} ->
         :ets.delete(@table, id)
@@ -124,7 +127,7 @@ defmodule SoulMem.Cluster.Moves do
         :ok
 
       error ->
-        _ = :erpc.call(to, SoulMem.Cluster.Transfer, :discard, [id])
+        _ = SoulMem.Cluster.Transfer.discard(id, to)
         {:error, {:start_failed, error}}
     end
   end

@@ -27,7 +27,8 @@ defmodule SoulMem.Cluster.Transfer do
       {:ok, %{bytes: bytes, sha256: sha}}
     end
   catch
-    :error, {:erpc, reason} -> {:error, {:transfer, reason}}
+    # The receiver down or failing: the move is abandoned, not crashed.
+    kind, reason -> {:error, {:transfer, {kind, reason}}}
   end
 
   defp stream(path, node, temp) do
@@ -105,6 +106,18 @@ defmodule SoulMem.Cluster.Transfer do
   # abandoned (the character stays on the sender).
   @spec discard(String.t()) :: :ok | {:error, term()}
   def discard(id), do: File.rm(SoulMem.Store.path(SoulMem.Store.data_dir(), id))
+
+  @doc """
+  Removes the store of `id` that `send_file/3` put on `node`, for a move
+  abandoned after it (best effort: a node that cannot be reached keeps it,
+  and a later move there refuses with `:exists`).
+  """
+  @spec discard(String.t(), node()) :: :ok | {:error, term()}
+  def discard(id, node) do
+    :erpc.call(node, __MODULE__, :discard, [id])
+  catch
+    kind, reason -> {:error, {kind, reason}}
+  end
 
   defp digest_and_sync(temp) do
     with {:ok, io} <- :file.open(temp, [:read, :raw, :binary]) do
