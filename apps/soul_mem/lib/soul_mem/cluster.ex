@@ -103,24 +103,37 @@ defmodule SoulMem.Cluster do
   not marked drained (placement would send its requests to a node without
   its file): `{:error, {:not_moved, %{id => reason}}}`; `node` keeps
   forwarding the moved ones, and `drain/1` again retries the rest.
-  `{:error, :not_a_member}` for a node that is not a live member.
+  `{:error, :not_a_member}` for a node that is not a live member (or when
+  this node is not in a cluster), `{:error, :last_node}` when every other
+  node is drained already.
   """
   @spec drain(node()) ::
           {:ok, %{String.t() => {:ok, map()}}}
-          | {:error, :not_a_member | {:not_moved, %{String.t() => term()}}}
+          | {:error, :not_a_member | :last_node | {:not_moved, %{String.t() => term()}}}
   def drain(node) when is_atom(node) do
-    if node in members() do
-      moves = :erpc.call(node, SoulMem.Cluster.Moves, :drain_local, [], :infinity)
-      failed = for {id, {:error, reason}} <- moves, into: %{}, do: {id, reason}
+    others = Map.delete(SoulMem.Cluster.Placement.candidates(), node)
 
-      if failed == %{} do
-        :ok = :erpc.call(node, SoulMem.Cluster.Membership, :mark_drained, [node])
-        {:ok, moves}
-      else
-        {:error, {:not_moved, failed}}
-      end
+    cond do
+      SoulMem.Cluster.Membership.known() == nil or node not in members() ->
+        {:error, :not_a_member}
+
+      map_size(others) == 0 ->
+        {:error, :last_node}
+
+      true ->
+        drain_member(node)
+    end
+  end
+
+  defp drain_member(node) do
+    moves = :erpc.call(node, SoulMem.Cluster.Moves, :drain_local, [], :infinity)
+    failed = for {id, {:error, reason}} <- moves, into: %{}, do: {id, reason}
+
+    if failed == %{} do
+      :ok = :erpc.call(node, SoulMem.Cluster.Membership, :mark_drained, [node])
+      {:ok, moves}
     else
-      {:error, :not_a_member}
+      {:error, {:not_moved, failed}}
     end
   end
 

@@ -263,6 +263,7 @@ defmodule SoulMem.ClusterTest do
     :ok = :erpc.call(a, File, :write, [in_the_way, "not a store"])
     assert {:error, {:not_moved, %{^id => :exists}}} = :erpc.call(a, SoulMem.Cluster, :drain, [b])
     assert :erpc.call(b, SoulMem.Cluster, :drained, []) == []
+    assert {:error, :not_a_member} = :erpc.call(a, SoulMem.Cluster, :drain, [:"nobody@127.0.0.1"])
     assert :ok = :erpc.call(a, SoulMem, :push, [id, message.("after")])
     assert node(:erpc.call(a, SoulMem, :whereis, [id])) == b
     assert {:ok, window} = :erpc.call(a, SoulMem.Character, :window, [id])
