@@ -202,6 +202,15 @@ defmodule SoulMem.Character do
 
   @impl true
   def init(opts) do
+    # A character moving off this node (or moved) never starts here again:
+    # its file is on its way, or gone.
+    case SoulMem.Cluster.Moves.where(Keyword.fetch!(opts, :id)) do
+      :here -> init_here(opts)
+      _moving_or_moved -> {:stop, :moving}
+    end
+  end
+
+  defp init_here(opts) do
     {state, settings} = Options.read!(opts)
     # Writes the graph back on shutdown (terminate/2 runs on exit signals).
     if settings.persist, do: Process.flag(:trap_exit, true)

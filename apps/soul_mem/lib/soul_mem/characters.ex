@@ -5,7 +5,7 @@ defmodule SoulMem.Characters do
   """
 
   alias SoulMem.Character
-  alias SoulMem.Cluster.Router
+  alias SoulMem.Cluster.{Moves, Router}
 
   @supervisor SoulMem.CharacterSupervisor
   @start_timeout 60_000
@@ -37,10 +37,24 @@ defmodule SoulMem.Characters do
       [character_id, opts],
       @start_timeout,
       fn ->
-        start_local(character_id, opts)
+        here(character_id, :ensure_started, [character_id, opts], @start_timeout, fn ->
+          start_local(character_id, opts)
+        end)
       end
     )
   end
+
+  # A character moved off this node (SoulMem.Cluster.Moves) is forwarded to
+  # its new node; one moving right now answers :moving (the router retries).
+  defp here(id, fun, args, timeout, local) when is_binary(id) do
+    case Moves.where(id) do
+      :here -> local.()
+      :moving -> {:error, :moving}
+      {:moved, node} -> Router.remote(node, __MODULE__, fun, args, timeout)
+    end
+  end
+
+  defp here(_pid, _fun, _args, _timeout, local), do: local.()
 
   defp start_local(character_id, opts) do
     case whereis(character_id) do
@@ -95,7 +109,9 @@ defmodule SoulMem.Characters do
   @spec whereis(String.t()) :: pid() | nil
   def whereis(character_id) when is_binary(character_id) do
     case Router.route(character_id, __MODULE__, :whereis, [character_id], 5_000, fn ->
-           local_whereis(character_id)
+           here(character_id, :whereis, [character_id], 5_000, fn ->
+             local_whereis(character_id)
+           end)
          end) do
       pid when is_pid(pid) -> pid
       _ -> nil
@@ -128,7 +144,7 @@ defmodule SoulMem.Characters do
   @spec stop(String.t() | pid()) :: :ok | {:error, :not_running | :home_node_down}
   def stop(character) do
     Router.route(character, __MODULE__, :stop, [character], 35_000, fn ->
-      stop_local(character)
+      here(character, :stop, [character], 35_000, fn -> stop_local(character) end)
     end)
   end
 
@@ -166,7 +182,9 @@ defmodule SoulMem.Characters do
       [character, message, timeout],
       remote_timeout,
       fn ->
-        call_local(character, message, timeout)
+        here(character, :call, [character, message, timeout], remote_timeout, fn ->
+          call_local(character, message, timeout)
+        end)
       end
     )
   end
@@ -183,10 +201,14 @@ defmodule SoulMem.Characters do
           GenServer.call(pid, {:before, deadline(timeout), message}, timeout)
         catch
           :exit, {:timeout, _} -> {:error, if(loading?(pid), do: :loading, else: :timeout)}
-          :exit, _ -> {:error, :not_running}
+          :exit, _ -> {:error, if(moving?(character), do: :moving, else: :not_running)}
         end
     end
   end
+
+  # A character stopped by its move answers :moving, retried by the router.
+  defp moving?(id) when is_binary(id), do: Moves.moving?(id)
+  defp moving?(_pid), do: false
 
   defp deadline(:infinity), do: :infinity
   defp deadline(ms), do: System.monotonic_time(:millisecond) + ms

@@ -59,6 +59,7 @@ defmodule SoulMem.Cluster do
   @spec children() :: [Supervisor.child_spec()]
   def children do
     scope = %{id: :pg, start: {:pg, :start_link, [SoulMem.Cluster.Membership.scope()]}}
+    moves = SoulMem.Cluster.Moves
 
     if config()[:enabled] == true do
       discovery =
@@ -66,9 +67,9 @@ defmodule SoulMem.Cluster do
           Supervisor.child_spec({SoulMem.Cluster.Discovery, {strategy, opts}}, id: strategy)
         end
 
-      [scope, SoulMem.Cluster.Membership | discovery]
+      [scope, moves, SoulMem.Cluster.Membership | discovery]
     else
-      [scope]
+      [scope, moves]
     end
   end
 
@@ -88,6 +89,57 @@ defmodule SoulMem.Cluster do
   """
   @spec forget(node()) :: :ok | {:error, :alive}
   def forget(node) when is_atom(node), do: SoulMem.Cluster.Membership.forget(node)
+
+  @doc """
+  Drains live member `node`: moves every character it stores or runs
+  (running ones are written back and stopped first) to the node that is its
+  home without `node` (`SoulMem.Cluster.Moves`), then marks `node` drained
+  on every member, so that placement skips it from then on — it stays a
+  member, and homes no character. Requests for a character wait while it
+  moves; none acknowledged is lost. Returns the moves by id (`{:ok, %{bytes,
+  sha256, ms}}`).
+
+  When a move fails, that character stays on `node`, serving, and `node` is
+  not marked drained (placement would send its requests to a node without
+  its file): `{:error, {:not_moved, %{id => reason}}}`; `node` keeps
+  forwarding the moved ones, and `drain/1` again retries the rest.
+  `{:error, :not_a_member}` for a node that is not a live member (or when
+  this node is not in a cluster), `{:error, :last_node}` when every other
+  node is drained already.
+  """
+  @spec drain(node()) ::
+          {:ok, %{String.t() => {:ok, map()}}}
+          | {:error, :not_a_member | :last_node | {:not_moved, %{String.t() => term()}}}
+  def drain(node) when is_atom(node) do
+    others = Map.delete(SoulMem.Cluster.Placement.candidates(), node)
+
+    cond do
+      SoulMem.Cluster.Membership.known() == nil or node not in members() ->
+        {:error, :not_a_member}
+
+      map_size(others) == 0 ->
+        {:error, :last_node}
+
+      true ->
+        drain_member(node)
+    end
+  end
+
+  defp drain_member(node) do
+    moves = :erpc.call(node, SoulMem.Cluster.Moves, :drain_local, [], :infinity)
+    failed = for {id, {:error, reason}} <- moves, into: %{}, do: {id, reason}
+
+    if failed == %{} do
+      :ok = :erpc.call(node, SoulMem.Cluster.Membership, :mark_drained, [node])
+      {:ok, moves}
+    else
+      {:error, {:not_moved, failed}}
+    end
+  end
+
+  @doc "The drained nodes (`drain/1`)."
+  @spec drained() :: [node()]
+  def drained, do: SoulMem.Cluster.Membership.drained() |> Enum.sort()
 
   @doc "The home node of character `id` (`SoulMem.Cluster.Placement.home/1`)."
   @spec home(String.t()) :: node()

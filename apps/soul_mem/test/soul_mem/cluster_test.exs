@@ -94,12 +94,8 @@ defmodule SoulMem.ClusterTest do
   test "three nodes from a static list; characters spread, route and fail with their node",
        %{root: root} do
     names = [:list_a, :list_b, :list_c]
-    nodes = Enum.map(names, &:"#{&1}@127.0.0.1")
-
-    [{_, a}, {_, b}, {peer_c, c}] =
-      start_nodes(names, fn _ -> cluster([{Discovery.Static, nodes: nodes}]) end, root)
-
-    for node <- [a, b, c], do: await(node, nodes)
+    [{_, a}, {_, b}, {peer_c, c}] = ClusterSupport.start_static(names, root)
+    nodes = [a, b, c]
 
     # Rendezvous hashing places ids independently: over many characters the
     # spread is even (3000 ids: max/min 1.1), while a given 30 meet max/min
@@ -150,5 +146,127 @@ defmodule SoulMem.ClusterTest do
 
     {other, _} = Enum.find(Enum.zip(ids, same), fn {_id, home} -> home == b end)
     assert {:ok, _} = :erpc.call(a, SoulMem, :recall, [other, %{text: "画画"}])
+  end
+
+  test "drain moves a running character under acknowledged writes and a stored one with its file",
+       %{root: root} do
+    [{_, a}, {_, b}, {_, c}] = ClusterSupport.start_static([:drain_a, :drain_b, :drain_c], root)
+
+    for node <- [a, b, c] do
+      # Stores on, and a window that holds every message of the test.
+      :ok = :erpc.call(node, Application, :put_env, [:soul_mem, :persist, true])
+      :ok = :erpc.call(node, Application, :put_env, [:soul_mem, :window, 300])
+    end
+
+    [writer, stored] =
+      for(i <- 1..100, do: "mover-#{i}")
+      |> Enum.filter(&(:erpc.call(a, SoulMem.Cluster, :home, [&1]) == c))
+      |> Enum.take(2)
+
+    # A stored (not running) character on c.
+    assert {:ok, pid} = :erpc.call(a, SoulMem, :ensure_started, [stored])
+    assert node(pid) == c
+    stored_message = %{role: :user, text: "stored", at: DateTime.utc_now()}
+    assert :ok = :erpc.call(a, SoulMem, :push, [stored, stored_message])
+    assert :ok = :erpc.call(a, SoulMem.Characters, :stop, [stored])
+
+    stored_path =
+      :erpc.call(c, SoulMem.Store, :path, [:erpc.call(c, SoulMem.Store, :data_dir, []), stored])
+
+    assert :erpc.call(c, File, :regular?, [stored_path])
+
+    # A running one, written to through a while c drains: every push is
+    # acknowledged (those during the move wait and are retried).
+    assert {:ok, pid} = :erpc.call(a, SoulMem, :ensure_started, [writer])
+    assert node(pid) == c
+    test = self()
+
+    spawn_link(fn ->
+      for i <- 1..200 do
+        message = %{role: :user, text: "m#{i}", at: DateTime.utc_now()}
+        send(test, {:ack, i, :erpc.call(a, SoulMem, :push, [writer, message])})
+      end
+    end)
+
+    assert_receive {:ack, 20, :ok}, 30_000
+    assert {:ok, moves} = :erpc.call(b, SoulMem.Cluster, :drain, [c], :infinity)
+    for i <- 1..200, i != 20, do: assert_receive({:ack, ^i, :ok}, 30_000)
+
+    assert {:ok, %{bytes: bytes, sha256: <<_::256>>}} = moves[writer]
+    assert bytes > 0
+    assert {:ok, %{bytes: stored_bytes}} = moves[stored]
+    assert stored_bytes > 0
+
+    # c is drained: it homes nothing, by its own placement and the others'.
+    assert :erpc.call(c, SoulMem.Cluster, :drained, []) == [c]
+    refute :erpc.call(c, SoulMem.Cluster, :home, [writer]) == c
+
+    # Every acknowledged message is on the new home, once.
+    pid = :erpc.call(a, SoulMem, :whereis, [writer])
+    assert node(pid) in [a, b]
+    assert {:ok, window} = :erpc.call(a, SoulMem.Character, :window, [writer])
+    texts = window |> SoulMem.Window.visible() |> Enum.map(& &1.text)
+    assert texts == for(i <- 1..200, do: "m#{i}")
+
+    # The stored one moved with its file; c keeps a backup, not a store.
+    assert {:ok, pid} = :erpc.call(b, SoulMem, :ensure_started, [stored])
+    assert node(pid) in [a, b]
+    assert {:ok, window} = :erpc.call(b, SoulMem.Character, :window, [stored])
+    assert Enum.map(SoulMem.Window.visible(window), & &1.text) == ["stored"]
+    refute :erpc.call(c, File, :exists?, [stored_path])
+    assert :erpc.call(c, File, :regular?, [stored_path <> ".moved"])
+    assert [] == :erpc.call(c, SoulMem.Characters, :list, [])
+  end
+
+  test "a request during a move waits, for a bounded time; a failed move leaves it serving",
+       %{root: root} do
+    [{_, a}, {_, b}] = ClusterSupport.start_static([:wait_a, :wait_b], root)
+
+    for node <- [a, b],
+        do: :ok = :erpc.call(node, Application, :put_env, [:soul_mem, :persist, true])
+
+    id =
+      Enum.find(
+        for(i <- 1..50, do: "waiter-#{i}"),
+        &(:erpc.call(a, SoulMem.Cluster, :home, [&1]) == b)
+      )
+
+    assert {:ok, pid} = :erpc.call(a, SoulMem, :ensure_started, [id])
+    assert node(pid) == b
+    message = fn text -> %{role: :user, text: text, at: DateTime.utc_now()} end
+    mark = fn -> :erpc.call(b, :ets, :insert, [SoulMem.Cluster.Moves, {id, :moving}]) end
+    unmark = fn -> :erpc.call(b, :ets, :delete, [SoulMem.Cluster.Moves, id]) end
+
+    # Marked moving on b: a push through a waits, and succeeds once it is over.
+    mark.()
+    test = self()
+
+    spawn_link(fn ->
+      send(test, {:pushed, :erpc.call(a, SoulMem, :push, [id, message.("waited")])})
+    end)
+
+    refute_receive {:pushed, _}, 200
+    unmark.()
+    assert_receive {:pushed, :ok}, 5_000
+
+    # The wait is bounded (:move_wait_ms).
+    :ok = :erpc.call(a, Application, :put_env, [:soul_mem, :move_wait_ms, 50])
+    mark.()
+    assert {:error, :moving} = :erpc.call(a, SoulMem, :push, [id, message.("refused")])
+    unmark.()
+
+    # A move that fails (a store of that id is in the way on a) leaves it on
+    # b, running and serving, and b not drained.
+    in_the_way =
+      :erpc.call(a, SoulMem.Store, :path, [:erpc.call(a, SoulMem.Store, :data_dir, []), id])
+
+    :ok = :erpc.call(a, File, :write, [in_the_way, "not a store"])
+    assert {:error, {:not_moved, %{^id => :exists}}} = :erpc.call(a, SoulMem.Cluster, :drain, [b])
+    assert :erpc.call(b, SoulMem.Cluster, :drained, []) == []
+    assert {:error, :not_a_member} = :erpc.call(a, SoulMem.Cluster, :drain, [:"nobody@127.0.0.1"])
+    assert :ok = :erpc.call(a, SoulMem, :push, [id, message.("after")])
+    assert node(:erpc.call(a, SoulMem, :whereis, [id])) == b
+    assert {:ok, window} = :erpc.call(a, SoulMem.Character, :window, [id])
+    assert Enum.map(SoulMem.Window.visible(window), & &1.text) == ["waited", "after"]
   end
 end

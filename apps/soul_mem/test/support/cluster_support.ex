@@ -72,4 +72,20 @@ defmodule SoulMem.ClusterSupport do
     :ok = :erpc.call(node, Logger, :configure, [[level: :error]])
     {peer, node}
   end
+
+  # Peers `names` (weight 1 each) that know each other from a static list,
+  # returned once every one of them knows them all: [{peer_pid, node}].
+  def start_static(names, root) do
+    nodes = Enum.map(names, &:"#{&1}@#{@host}")
+    discovery = [{SoulMem.Cluster.Discovery.Static, nodes: nodes}]
+
+    started =
+      for name <- names,
+          do: start_peer(name, [enabled: true, weight: 1, discovery: discovery], root)
+
+    for node <- nodes,
+        do: :ok = :erpc.call(node, SoulMem.Cluster.Membership, :await, [nodes, 10_000])
+
+    started
+  end
 end

@@ -65,6 +65,7 @@ defmodule SoulMemWeb.Error do
     unsupported: {501, "not supported by this runtime yet"},
     not_running: {503, "the character is not running"},
     home_node_down: {503, "home node down"},
+    moving: {503, "the character is moving to another node; retry shortly"},
     loading: {503, "the character is still loading; retry shortly"},
     character_unavailable: {503, "the character cannot be started"},
     timeout: {504, "the character did not answer in time"},
@@ -118,6 +119,8 @@ defmodule SoulMemWeb.Error do
   # backoff, so a client is asked to wait about that long.
   def from(:backlog_full), do: %{new(:backlog_full) | retry_after: 30}
   def from(:loading), do: %{new(:loading) | retry_after: 5}
+  # A move takes about a second; the runtime already waited 10 s for it.
+  def from(:moving), do: %{new(:moving) | retry_after: 5}
   def from(reason) when is_map_key(@known, reason), do: new(reason)
   def from({:graph_not_found, _path}), do: new(:character_unavailable)
   def from({:load_failed, _}), do: new(:character_unavailable)

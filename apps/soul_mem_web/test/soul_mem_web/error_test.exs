@@ -43,6 +43,7 @@ defmodule SoulMemWeb.ErrorTest do
     end
 
     assert %Error{status: 503, retry_after: 5} = Error.from(:loading)
+    assert %Error{status: 503, retry_after: 5} = Error.from(:moving)
     assert %Error{status: 429, retry_after: 30} = Error.from(:backlog_full)
     assert %{"error" => %{"retry_after" => 30}} = Error.body(Error.from(:backlog_full))
   end

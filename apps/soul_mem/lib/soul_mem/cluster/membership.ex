@@ -31,6 +31,7 @@ defmodule SoulMem.Cluster.Membership do
   @scope SoulMem.Cluster.Scope
   @group :soul_mem_nodes
   @known_key {__MODULE__, :known}
+  @drained_key {__MODULE__, :drained}
   @file_name "cluster_nodes.json"
 
   @doc "The `:pg` scope of SoulMem's cluster groups."
@@ -47,6 +48,22 @@ defmodule SoulMem.Cluster.Membership do
   """
   @spec known() :: %{node() => pos_integer()} | nil
   def known, do: :persistent_term.get(@known_key, nil)
+
+  @doc """
+  The drained nodes (`SoulMem.Cluster.drain/1`): members that home no
+  character. Empty when this node is not in a cluster.
+  """
+  @spec drained() :: MapSet.t(node())
+  def drained, do: :persistent_term.get(@drained_key, MapSet.new())
+
+  @doc """
+  Marks `node` drained on every live member (and in each one's
+  `cluster_nodes.json`): placement skips it from then on. Called by
+  `SoulMem.Cluster.drain/1` once the node's characters have moved.
+  """
+  @spec mark_drained(node()) :: :ok
+  def mark_drained(node) when is_atom(node),
+    do: GenServer.call(__MODULE__, {:mark_drained, node})
 
   @doc "The live SoulMem nodes, sorted (`[node()]` when not in a cluster)."
   @spec live() :: [node()]
@@ -82,8 +99,9 @@ defmodule SoulMem.Cluster.Membership do
     # taken for a cluster member by Placement.
     Process.flag(:trap_exit, true)
     file = Path.join(SoulMem.Store.data_dir(), @file_name)
-    known = file |> read_known() |> Map.put(node(), SoulMem.Cluster.weight())
-    state = %{file: file, known: known, waiters: []}
+    {known, drained} = read_file(file)
+    known = Map.put(known, node(), SoulMem.Cluster.weight())
+    state = %{file: file, known: known, drained: drained, waiters: []}
     publish(state)
     :ok = :pg.join(@scope, @group, self())
     {ref, groups} = :pg.monitor_scope(@scope)
@@ -96,6 +114,14 @@ defmodule SoulMem.Cluster.Membership do
     ref = make_ref()
     Process.send_after(self(), {:await_expired, ref}, timeout)
     {:noreply, notify(%{state | waiters: [{ref, from, nodes} | state.waiters]})}
+  end
+
+  def handle_call({:mark_drained, node}, _from, state) do
+    for pid <- :pg.get_members(@scope, @group),
+        node(pid) != node(),
+        do: send(pid, {:drained, node})
+
+    {:reply, :ok, add_drained(state, [node])}
   end
 
   def handle_call({:forget, node}, _from, state) do
@@ -133,6 +159,9 @@ defmodule SoulMem.Cluster.Membership do
     {:noreply, notify(update(state, merged))}
   end
 
+  def handle_info({:drained, node}, state) when is_atom(node),
+    do: {:noreply, add_drained(state, [node])}
+
   def handle_info({:forget, node}, state), do: {:noreply, drop(state, node)}
   def handle_info(_other, state), do: {:noreply, state}
 
@@ -141,6 +170,8 @@ defmodule SoulMem.Cluster.Membership do
   defp met(state, pids) do
     for pid <- pids, node(pid) != node() do
       send(pid, {:hello, node(), SoulMem.Cluster.weight(), state.known})
+      # Separate messages, so that a node of an older release still reads the hello.
+      for drained <- state.drained, do: send(pid, {:drained, drained})
     end
 
     update(state, Map.merge(state.known, Map.new(pids, &{node(&1), nil}), fn _n, w, _ -> w end))
@@ -148,15 +179,15 @@ defmodule SoulMem.Cluster.Membership do
 
   # A node heard of only through :pg (its hello still on the way) has no
   # weight yet and is placed once it arrives.
-  defp update(state, known) do
-    if known == state.known do
-      state
-    else
-      state = %{state | known: known}
-      publish(state)
-      save(state)
-      state
-    end
+  defp update(state, known), do: commit(state, %{state | known: known})
+
+  # Publishes and saves a changed known or drained set.
+  defp commit(state, state), do: state
+
+  defp commit(_old, state) do
+    publish(state)
+    save(state)
+    state
   end
 
   defp notify(state) do
@@ -170,34 +201,53 @@ defmodule SoulMem.Cluster.Membership do
   end
 
   defp drop(state, node) when node == node(), do: state
-  defp drop(state, node), do: update(state, Map.delete(state.known, node))
+
+  defp drop(state, node) do
+    commit(state, %{
+      state
+      | known: Map.delete(state.known, node),
+        drained: MapSet.delete(state.drained, node)
+    })
+  end
+
+  # Drained is for good (until the node is forgotten): a set only grows.
+  defp add_drained(state, nodes),
+    do: commit(state, %{state | drained: MapSet.union(state.drained, MapSet.new(nodes))})
 
   defp publish(state) do
     weighted = for {node, w} <- state.known, is_integer(w), into: %{}, do: {node, w}
+    :persistent_term.put(@drained_key, state.drained)
     :persistent_term.put(@known_key, weighted)
   end
 
   defp save(state) do
     doc = for {node, w} <- state.known, is_integer(w), into: %{}, do: {Atom.to_string(node), w}
+    drained = Enum.map(state.drained, &Atom.to_string/1)
+    json = SoulMem.JSON.encode!(%{"nodes" => doc, "drained" => drained})
 
-    case SoulMem.JSON.write_file_atomic(state.file, SoulMem.JSON.encode!(%{"nodes" => doc})) do
+    case SoulMem.JSON.write_file_atomic(state.file, json) do
       :ok -> :ok
       {:error, reason} -> Logger.warning("cluster: cannot save #{state.file}: #{inspect(reason)}")
     end
   end
 
-  defp read_known(file) do
+  defp read_file(file) do
     with {:ok, json} <- File.read(file),
-         {:ok, %{"nodes" => nodes}} when is_map(nodes) <- SoulMem.JSON.decode(json) do
-      for {name, w} <- nodes, is_integer(w) and w > 0, into: %{}, do: {String.to_atom(name), w}
+         {:ok, %{"nodes" => nodes} = doc} when is_map(nodes) <- SoulMem.JSON.decode(json) do
+      known =
+        for {name, w} <- nodes, is_integer(w) and w > 0, into: %{}, do: {String.to_atom(name), w}
+
+      drained = for name <- List.wrap(doc["drained"]), is_binary(name), do: String.to_atom(name)
+      {known, MapSet.new(drained)}
     else
-      _ -> %{}
+      _ -> {%{}, MapSet.new()}
     end
   end
 
   @impl true
   def terminate(_reason, _state) do
     :persistent_term.erase(@known_key)
+    :persistent_term.erase(@drained_key)
     :ok
   end
 end

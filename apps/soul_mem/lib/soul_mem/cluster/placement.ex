@@ -10,6 +10,11 @@ defmodule SoulMem.Cluster.Placement do
   when a node is added or forgotten only the characters it wins or loses
   move (about `1/n` of them), never the others.
 
+  Drained nodes (`SoulMem.Cluster.drain/1`) are skipped: a character's
+  home is the best of the others (`candidates/0`), so draining a node moves
+  only its own characters, each to the node that would have been its home
+  without it.
+
   Not in a cluster, every character's home is this node.
   """
 
@@ -21,8 +26,19 @@ defmodule SoulMem.Cluster.Placement do
     case SoulMem.Cluster.Membership.known() do
       nil -> node()
       known when map_size(known) == 0 -> node()
-      known -> pick(id, known)
+      _known -> pick(id, candidates())
     end
+  end
+
+  @doc """
+  The known nodes that may home characters: all but the drained ones (all
+  of them when every node is drained).
+  """
+  @spec candidates() :: %{node() => pos_integer()}
+  def candidates do
+    known = SoulMem.Cluster.Membership.known() || %{}
+    open = Map.drop(known, MapSet.to_list(SoulMem.Cluster.Membership.drained()))
+    if map_size(open) == 0, do: known, else: open
   end
 
   @doc "The node of `nodes` (`%{node => weight}`) with the highest score for `id`."

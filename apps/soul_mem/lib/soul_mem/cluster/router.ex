@@ -15,6 +15,11 @@ defmodule SoulMem.Cluster.Router do
   routing decision inside it local, so two nodes that momentarily disagree
   about a home never bounce a request back and forth.
 
+  A character being moved (`SoulMem.Cluster.Moves`) answers `{:error,
+  :moving}`; `route/6` retries it, re-reading the placement, for up to
+  `:move_wait_ms` (app env, 10 s) before returning that error — a request
+  during a move waits instead of failing.
+
   `{:error, :home_node_down}` when the home node is not a live member (or
   the connection drops during the call), `{:error, :timeout}` when it does
   not answer within the operation's timeout plus a second.
@@ -55,9 +60,34 @@ defmodule SoulMem.Cluster.Router do
   `apply(module, fun, args)` on its home node within `timeout` (+1 s).
   """
   @spec route(term(), module(), atom(), [term()], timeout(), (() -> result)) ::
-          result | {:error, :home_node_down | :timeout}
+          result | {:error, :home_node_down | :timeout | :moving}
         when result: term()
   def route(character, module, fun, args, timeout, local) do
+    deadline = System.monotonic_time(:millisecond) + move_wait()
+    route(character, module, fun, args, timeout, local, deadline, 5)
+  end
+
+  # Only the outermost call retries: inside a routed operation every
+  # decision is local and would see the same mark again.
+  defp route(character, module, fun, args, timeout, local, deadline, pause) do
+    case route_once(character, module, fun, args, timeout, local) do
+      {:error, :moving} = moving ->
+        if Process.get(@routed) != true and System.monotonic_time(:millisecond) < deadline do
+          # A move takes seconds: back off up to 100 ms between tries.
+          Process.sleep(pause)
+          route(character, module, fun, args, timeout, local, deadline, min(pause * 2, 100))
+        else
+          moving
+        end
+
+      result ->
+        result
+    end
+  end
+
+  defp move_wait, do: Application.get_env(:soul_mem, :move_wait_ms, 10_000)
+
+  defp route_once(character, module, fun, args, timeout, local) do
     case target(character) do
       :local -> local.()
       :down -> {:error, :home_node_down}
