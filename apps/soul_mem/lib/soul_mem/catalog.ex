@@ -219,18 +219,18 @@ defmodule SoulMem.Catalog do
       Characters.whereis(id) != nil or
         match?({:ok, %{graph_saved: true}}, Store.peek(Store.path(data_dir, id)))
 
-    if taken?,
-      do: {:error, Error.new(:exists, "a character #{inspect(id)} already exists")},
-      else: :ok
+    if taken?, do: exists(id), else: :ok
   end
+
+  defp exists(id), do: {:error, Error.new(:exists, "a character #{inspect(id)} already exists")}
 
   defp make(id, {:export, document}, data_dir, opts) do
     with {:ok, document} <- as_own_export(id, document),
          {:ok, pid} <- SoulMem.import(id, document, data_dir: data_dir, start: opts[:start]) do
       {:ok, %{pid: pid, name: self_name(pid)}}
     else
-      {:error, :exists} -> check_free(id, data_dir)
-      {:error, :running} -> check_free(id, data_dir)
+      # Made meanwhile by someone else.
+      {:error, reason} when reason in [:exists, :running] -> exists(id)
       {:error, %Error{}} = error -> error
       {:error, reason} -> {:error, Error.new(:invalid_json, "the export: #{inspect(reason)}")}
     end
@@ -374,7 +374,8 @@ defmodule SoulMem.Catalog do
   # The store's lock is held from the export to the removal: a character
   # that tried to restart meanwhile fails to open it, never half-reads it.
   defp remove_store(id, data_dir, path) do
-    with {:ok, store} <- open_released(data_dir, id, 20) do
+    # The character just stopped: its handle is released moments later.
+    with {:ok, store} <- Store.open(data_dir, id, in_use_retries: 19) do
       result =
         with {:ok, json} <- Store.export_json(store),
              backup = backup_path(data_dir, path),
@@ -386,18 +387,6 @@ defmodule SoulMem.Catalog do
       Store.close(store)
       File.rm(path <> ".lock")
       result
-    end
-  end
-
-  # A character just stopped releases its store's handle asynchronously.
-  defp open_released(data_dir, id, attempts) do
-    case Store.open(data_dir, id) do
-      {:error, %Error{reason: :in_use}} when attempts > 1 ->
-        Process.sleep(50)
-        open_released(data_dir, id, attempts - 1)
-
-      other ->
-        other
     end
   end
 

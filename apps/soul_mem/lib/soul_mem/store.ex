@@ -77,18 +77,33 @@ defmodule SoulMem.Store do
 
   Options: `:max_pages` — a quota in 4 KiB pages; writes that would grow the
   file past it fail with reason `:disk_full` and write nothing (default: no
-  quota).
+  quota); `:in_use_retries` — how many times (50 ms apart) to try again
+  while the store is `:in_use` (default 0), for a handle of this VM that is
+  being released: the handle of a character that just stopped or crashed
+  is freed when the VM collects it, moments later.
   """
   @spec open(String.t(), String.t(), keyword()) :: {:ok, t()} | {:error, Error.t()}
   def open(data_dir, character, opts \\ []) when is_binary(data_dir) and is_binary(character) do
-    opts = Keyword.validate!(opts, max_pages: nil)
+    opts = Keyword.validate!(opts, max_pages: nil, in_use_retries: 0)
     max_pages = opts[:max_pages] || 0
 
     unless is_integer(max_pages) and max_pages >= 0,
       do: raise(ArgumentError, "expected :max_pages to be a non-negative integer")
 
-    with {:ok, ref} <- Error.from_native(Native.store_open(data_dir, character, max_pages)) do
-      {:ok, %__MODULE__{ref: ref, character: character, path: path(data_dir, character)}}
+    open_native(data_dir, character, max_pages, opts[:in_use_retries])
+  end
+
+  defp open_native(data_dir, character, max_pages, retries) do
+    case Error.from_native(Native.store_open(data_dir, character, max_pages)) do
+      {:ok, ref} ->
+        {:ok, %__MODULE__{ref: ref, character: character, path: path(data_dir, character)}}
+
+      {:error, %Error{reason: :in_use}} when retries > 0 ->
+        Process.sleep(50)
+        open_native(data_dir, character, max_pages, retries - 1)
+
+      {:error, _} = error ->
+        error
     end
   end
 

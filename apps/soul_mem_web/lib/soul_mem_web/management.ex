@@ -70,8 +70,8 @@ defmodule SoulMemWeb.Management do
   @spec create(map() | nil, binary(), map()) :: {:ok, map()} | {:error, Error.t()}
   def create(json, raw, query) do
     with {:ok, id, source, opts} <- source(json, raw, query),
-         {:ok, made} <- create_character(id, source, opts),
-         {:ok, token} <- mint(made.id) do
+         {:ok, made} <- endpoint(SoulMem.create(id, source, opts)),
+         {:ok, token} <- endpoint(Tokens.create(made.id)) do
       {:ok,
        %{
          "id" => made.id,
@@ -145,19 +145,9 @@ defmodule SoulMemWeb.Management do
   defp optional_string(_value, name),
     do: {:error, Error.new(:invalid_payload, "#{name} must be a string")}
 
-  defp create_character(id, source, opts) do
-    case SoulMem.create(id, source, opts) do
-      {:ok, made} -> {:ok, made}
-      {:error, reason} -> {:error, Error.from(reason)}
-    end
-  end
-
-  defp mint(id) do
-    case Tokens.create(id) do
-      {:ok, token} -> {:ok, token}
-      {:error, reason} -> {:error, Error.from(reason)}
-    end
-  end
+  # A runtime result, its error as the endpoint's.
+  defp endpoint({:error, reason}), do: {:error, Error.from(reason)}
+  defp endpoint(result), do: result
 
   @doc """
   Deletes character `id`: revokes its tokens (joined channels close), then
@@ -166,19 +156,9 @@ defmodule SoulMemWeb.Management do
   """
   @spec delete(String.t()) :: {:ok, map()} | {:error, Error.t()}
   def delete(id) do
-    with :ok <- revoke(id),
-         {:ok, %{backup: backup}} <- SoulMem.delete(id) do
+    with :ok <- endpoint(Tokens.revoke(id)),
+         {:ok, %{backup: backup}} <- endpoint(SoulMem.delete(id)) do
       {:ok, %{"deleted" => id, "backup" => backup}}
-    else
-      {:error, %Error{} = error} -> {:error, error}
-      {:error, reason} -> {:error, Error.from(reason)}
-    end
-  end
-
-  defp revoke(id) do
-    case Tokens.revoke(id) do
-      :ok -> :ok
-      {:error, reason} -> {:error, Error.from(reason)}
     end
   end
 end

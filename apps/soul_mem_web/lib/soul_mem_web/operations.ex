@@ -321,8 +321,14 @@ defmodule SoulMemWeb.Operations do
   end
 
   # The character's own line first: when it is refused, no one else hears it.
+  # One time for everyone present.
   defp say(id, others, line) do
-    line = %{text: line.text, role: String.to_existing_atom(line.role), speaker: line.speaker}
+    line = %{
+      text: line.text,
+      role: String.to_existing_atom(line.role),
+      speaker: line.speaker,
+      at: DateTime.utc_now()
+    }
 
     with :ok <- SoulMem.push(id, SoulMem.Scene.as_witnessed(id, line)),
          {:ok, %{pushed: pushed, failed: failed}} <- SoulMem.witness(others, line) do

@@ -182,35 +182,32 @@ defmodule SoulMemWeb.Router do
           with {:ok, limit} <- body_limit(method, [action | rest]),
                {:ok, id} <- character_id(id),
                {:ok, token} <- authorize(arg, id),
-               :ok <- rate(:token, token) do
-            case declared_length(arg, limit) do
-              :ok -> {:ok, [], 0, limit}
-              {:error, error} -> {:discard, 0, error}
-            end
-          end
+               :ok <- rate(:token, token),
+               do: read_on(arg, limit)
 
         {:POST, ["api", "characters"]} ->
           with {:ok, token} <- authorize_operator(arg),
-               :ok <- rate(:token, token) do
-            case declared_length(arg, limit(:max_import_bytes)) do
-              :ok -> {:ok, [], 0, limit(:max_import_bytes)}
-              {:error, error} -> {:discard, 0, error}
-            end
-          end
+               :ok <- rate(:token, token),
+               do: read_on(arg, limit(:max_import_bytes))
 
         {:POST, ["v1", "chat", "completions"]} ->
           # The character is named in the body: only a known token may send one.
           with {:ok, token} <- known_token(arg),
-               :ok <- rate(:token, token) do
-            case declared_length(arg, limit(:max_body_bytes)) do
-              :ok -> {:ok, [], 0, limit(:max_body_bytes)}
-              {:error, error} -> {:discard, 0, error}
-            end
-          end
+               :ok <- rate(:token, token),
+               do: read_on(arg, limit(:max_body_bytes))
 
         _ ->
           :no_body
       end
+    end
+  end
+
+  # An admitted body is read on up to `limit`, or dropped when its declared
+  # length is over it.
+  defp read_on(arg, limit) do
+    case declared_length(arg, limit) do
+      :ok -> {:ok, [], 0, limit}
+      {:error, error} -> {:discard, 0, error}
     end
   end
 

@@ -30,21 +30,19 @@ defmodule SoulMem.Character.Loader do
   Opens the character's store: quick (no graph is read), so a store that
   cannot be used fails the start with `{:store_failed, error}`.
   """
-  @spec open_store(State.t(), map(), pos_integer()) ::
+  @spec open_store(State.t(), map()) ::
           {:ok, Store.t() | nil} | {:stop, {:store_failed, SoulMem.Error.t()}}
-  def open_store(state, settings, attempts \\ 10)
-  def open_store(_state, %{persist: false}, _attempts), do: {:ok, nil}
+  def open_store(_state, %{persist: false}), do: {:ok, nil}
 
-  def open_store(state, settings, attempts) do
-    case Store.open(settings.data_dir, state.id, max_pages: settings.store_quota) do
+  def open_store(state, settings) do
+    # A predecessor that just crashed in this VM still holds the store until
+    # its handle is collected: wait for that (up to ~0.5 s).
+    case Store.open(settings.data_dir, state.id,
+           max_pages: settings.store_quota,
+           in_use_retries: 9
+         ) do
       {:ok, store} ->
         {:ok, store}
-
-      # The handle of a predecessor that just crashed in this VM is released
-      # when the VM frees its heap, moments after it died: wait for that.
-      {:error, %SoulMem.Error{reason: :in_use}} when attempts > 1 ->
-        Process.sleep(50)
-        open_store(state, settings, attempts - 1)
 
       {:error, error} ->
         Logger.error("character #{state.id}: cannot open its store: #{Exception.message(error)}")
