@@ -91,6 +91,9 @@ config :soul_mem,
 # names) and/or SOUL_MEM_CLUSTER_GOSSIP=true (UDP multicast, needs
 # SOUL_MEM_CLUSTER_SECRET of at least 16 bytes) turn it on;
 # SOUL_MEM_CLUSTER=hosts uses .hosts.erlang instead of a list.
+# SOUL_MEM_CLUSTER_REPLICAS=1 keeps a second copy of every character on the
+# next node (SoulMem.Cluster.Replication), which takes over when its home has
+# been down SOUL_MEM_CLUSTER_FAILOVER_MS (5000).
 cluster_nodes = "SOUL_MEM_CLUSTER_NODES" |> env_string.("") |> String.split(",", trim: true)
 
 cluster_gossip = env_string.("SOUL_MEM_CLUSTER_GOSSIP", "false") in ["true", "1", "yes"]
@@ -138,6 +141,8 @@ if cluster_nodes != [] or cluster_gossip or cluster_hosts do
     cluster: [
       enabled: true,
       weight: env_integer.("SOUL_MEM_CLUSTER_WEIGHT", nil, 1, 1_000_000),
+      replicas: env_integer.("SOUL_MEM_CLUSTER_REPLICAS", 0, 0, 1),
+      failover_after_ms: env_integer.("SOUL_MEM_CLUSTER_FAILOVER_MS", 5_000, 0, 3_600_000),
       discovery: static ++ gossip
     ]
 end

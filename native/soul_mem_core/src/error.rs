@@ -148,6 +148,10 @@ pub enum Error {
         /// What is wrong, naming the chunk, zip entry, field or lorebook entry.
         what: String,
     },
+    /// A replica cannot take a batch of changes (another base, a missing batch), or a
+    /// primary's changes were not all recorded: the replica must be rebuilt from a snapshot.
+    #[error("replica out of step: {0}")]
+    ReplicaMismatch(String),
 }
 
 fn at_node(index: Option<usize>) -> String {
@@ -176,6 +180,7 @@ impl Error {
             Error::DiskFull { .. } => "disk_full",
             Error::LimitExceeded { .. } => "limit_exceeded",
             Error::InvalidCard { .. } => "invalid_card",
+            Error::ReplicaMismatch(_) => "replica_mismatch",
         }
     }
 

@@ -10,6 +10,9 @@ mod forget;
 mod graph;
 mod recall;
 mod store;
+
+// Change capture and replicas (issue 19, replication).
+mod replication;
 mod term;
 mod working;
 

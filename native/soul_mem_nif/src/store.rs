@@ -28,7 +28,7 @@ pub struct StoreResource {
 #[rustler::resource_impl]
 impl rustler::Resource for StoreResource {}
 
-type StoreHandle = ResourceArc<StoreResource>;
+pub(crate) type StoreHandle = ResourceArc<StoreResource>;
 
 impl StoreResource {
     fn lock(&self) -> Result<MutexGuard<'_, Option<Store>>, NifError> {
@@ -481,6 +481,7 @@ struct PeekResult {
     /// RFC 3339.
     last_message_at: Option<String>,
     graph_saved: bool,
+    epoch: u64,
 }
 
 impl From<StorePeek> for PeekResult {
@@ -494,6 +495,7 @@ impl From<StorePeek> for PeekResult {
             window: p.window,
             last_message_at: p.last_message_at.map(|t| t.to_rfc3339()),
             graph_saved: p.graph_saved,
+            epoch: p.epoch,
         }
     }
 }

@@ -36,6 +36,7 @@ defmodule SoulMem.Character do
   require Logger
 
   alias SoulMem.{Characters, Maintenance, Memory, Store, Window}
+  alias SoulMem.Cluster.Replication
   alias SoulMem.Character.{Effects, Loader, Options, State}
 
   import Characters, only: [call: 3]
@@ -229,7 +230,8 @@ defmodule SoulMem.Character do
   end
 
   defp start(state, settings, store) do
-    server = %{state: state, settings: settings, store: store, memory: nil}
+    replica = Replication.start(store)
+    server = %{state: state, settings: settings, store: store, memory: nil, replica: replica}
     {:ok, Map.merge(server, %{timers: %{}, tasks: %{}, subscribers: %{}}), {:continue, :load}}
   end
 
@@ -240,7 +242,7 @@ defmodule SoulMem.Character do
     case Loader.load(server.state, server.settings, server.store, save) do
       {:ok, loaded} ->
         Registry.update_value(SoulMem.Registry, loaded.state.id, fn _ -> :ready end)
-        noreply(Effects.loaded(server, loaded))
+        replicated(noreply(Effects.loaded(server, loaded)))
 
       {:error, error} ->
         Logger.error("character #{server.state.id}: cannot load: #{Exception.message(error)}")
@@ -253,86 +255,104 @@ defmodule SoulMem.Character do
          do: {:ok, server.state}
   end
 
+  # Every callback ends by shipping what it wrote to the replica (when
+  # replication is on), before its reply leaves: see SoulMem.Cluster.Replication.
   @impl true
-  def handle_call({:before, deadline, message}, from, server) do
+  def handle_call(message, from, server), do: replicated(on_call(message, from, server))
+
+  @impl true
+  def handle_cast(message, server), do: replicated(on_cast(message, server))
+
+  @impl true
+  def handle_info(message, server), do: replicated(on_info(message, server))
+
+  defp replicated({:reply, reply, server}), do: {:reply, reply, replicate(server)}
+  defp replicated({:noreply, server}), do: {:noreply, replicate(server)}
+  # A stop: terminate/2 writes back, then replicates.
+  defp replicated(stop), do: stop
+
+  defp replicate(%{store: store} = server),
+    do: %{server | replica: Replication.sync(server.state.id, store, server.replica)}
+
+  defp on_call({:before, deadline, message}, from, server) do
     if deadline != :infinity and System.monotonic_time(:millisecond) > deadline,
       do: {:reply, {:error, :timeout}, server},
-      else: handle_call(message, from, server)
+      else: on_call(message, from, server)
   end
 
-  def handle_call({:push, messages}, _from, server) do
+  defp on_call({:push, messages}, _from, server) do
     case Effects.push(server, messages) do
       {:ok, server} -> {:reply, :ok, server}
       {:error, _} = error -> {:reply, error, apply_event(server, :request)}
     end
   end
 
-  def handle_call({:prepare_recall, messages, retract}, _from, server) do
+  defp on_call({:prepare_recall, messages, retract}, _from, server) do
     case Effects.replace_tail(server, retract, messages) do
       {:ok, server} -> {:reply, {:ok, Effects.recall_snapshot(server)}, server}
       {:error, _} = error -> {:reply, error, apply_event(server, :request)}
     end
   end
 
-  def handle_call(:records, _from, server),
+  defp on_call(:records, _from, server),
     do: {:reply, {:ok, State.history(server.state, :records)}, server}
 
-  def handle_call(:feedbacks, _from, server),
+  defp on_call(:feedbacks, _from, server),
     do: {:reply, {:ok, State.history(server.state, :feedback)}, server}
 
-  def handle_call({:feedback, id, value}, _from, server) do
+  defp on_call({:feedback, id, value}, _from, server) do
     case Effects.feedback(server, id, value) do
       {:ok, server} -> {:reply, :ok, server}
       {:error, _} = error -> {:reply, error, apply_event(server, :request)}
     end
   end
 
-  def handle_call({:subscribe, pid}, _from, server) do
+  defp on_call({:subscribe, pid}, _from, server) do
     subscribers = Map.put_new_lazy(server.subscribers, pid, fn -> Process.monitor(pid) end)
     {:reply, :ok, %{server | subscribers: subscribers}}
   end
 
-  def handle_call({:unsubscribe, pid}, _from, server) do
+  defp on_call({:unsubscribe, pid}, _from, server) do
     {mref, subscribers} = Map.pop(server.subscribers, pid)
     if mref, do: Process.demonitor(mref, [:flush])
     {:reply, :ok, %{server | subscribers: subscribers}}
   end
 
-  def handle_call(:tag, _from, server), do: {:reply, :ok, apply_event(server, :tag)}
-  def handle_call(:window, _from, server), do: {:reply, {:ok, server.state.window}, server}
+  defp on_call(:tag, _from, server), do: {:reply, :ok, apply_event(server, :tag)}
+  defp on_call(:window, _from, server), do: {:reply, {:ok, server.state.window}, server}
 
-  def handle_call(:summary, _from, server),
+  defp on_call(:summary, _from, server),
     do: {:reply, {:ok, Window.summary(server.state.window)}, server}
 
-  def handle_call(:memory, _from, server), do: {:reply, {:ok, server.memory}, server}
+  defp on_call(:memory, _from, server), do: {:reply, {:ok, server.memory}, server}
 
-  def handle_call(:info, _from, server),
+  defp on_call(:info, _from, server),
     do:
       {:reply, {:ok, Map.put(State.info(server.state), :stats, Memory.stats(server.memory))},
        server}
 
-  def handle_call({:force, :persist}, _from, %{store: nil} = server),
+  defp on_call({:force, :persist}, _from, %{store: nil} = server),
     do: {:reply, {:error, :unsupported}, server}
 
-  def handle_call({:force, :persist}, _from, server) do
+  defp on_call({:force, :persist}, _from, server) do
     case checkpoint(server) do
       {:ok, server} -> {:reply, :ok, server}
       {:error, _} = error -> {:reply, error, server}
     end
   end
 
-  def handle_call({:put_note, note}, _from, server),
+  defp on_call({:put_note, note}, _from, server),
     do:
       {:reply, Memory.put_note(server.memory, note, server.store), apply_event(server, :request)}
 
-  def handle_call({:delete_note, id}, _from, server) do
+  defp on_call({:delete_note, id}, _from, server) do
     case Memory.delete_note(server.memory, id, server.store) do
       {:ok, deleted} -> {:reply, {:ok, deleted}, apply_event(server, {:note_deleted, deleted.id})}
       {:error, _} = error -> {:reply, error, apply_event(server, :request)}
     end
   end
 
-  def handle_call({:list_notes, opts}, _from, server) do
+  defp on_call({:list_notes, opts}, _from, server) do
     # In activation mode the graph is only the working set: the store has every note.
     listing =
       case server do
@@ -346,10 +366,10 @@ defmodule SoulMem.Character do
     {:reply, listing, apply_event(server, :request)}
   end
 
-  def handle_call(:export, _from, %{store: nil} = server),
+  defp on_call(:export, _from, %{store: nil} = server),
     do: {:reply, {:error, :not_persisted}, server}
 
-  def handle_call(:export, _from, server) do
+  defp on_call(:export, _from, server) do
     # The export reads the file: write the live state first.
     case checkpoint(server) do
       {:ok, server} -> {:reply, Store.export_json(server.store), server}
@@ -357,15 +377,14 @@ defmodule SoulMem.Character do
     end
   end
 
-  def handle_call({:force, task}, _from, server) do
+  defp on_call({:force, task}, _from, server) do
     case State.can_force(server.state, task) do
       :ok -> {:reply, :ok, apply_event(server, {:force, task})}
       {:error, _} = error -> {:reply, error, server}
     end
   end
 
-  @impl true
-  def handle_cast({:record, ids, at, retrieval}, server) do
+  defp on_cast({:record, ids, at, retrieval}, server) do
     # The store keeps milliseconds: so does the live state.
     at = DateTime.truncate(at, :millisecond)
     if ids != [], do: record_in_graph(server, retrieval, ids, at)
@@ -380,14 +399,14 @@ defmodule SoulMem.Character do
              "character #{server.state.id}: write-back on stop failed: #{inspect(error)}"
            )
 
+    _ = replicate(server)
     Store.close(store)
   end
 
   def terminate(_reason, %{store: %Store{} = store}), do: Store.close(store)
   def terminate(_reason, _server), do: :ok
 
-  @impl true
-  def handle_info({:timeout, name, ref}, server) do
+  defp on_info({:timeout, name, ref}, server) do
     case server.timers do
       %{^name => {^ref, _timer}} ->
         noreply(
@@ -399,18 +418,21 @@ defmodule SoulMem.Character do
     end
   end
 
-  def handle_info(:idle_timeout, server), do: noreply(apply_event(server, {:timeout, :idle}))
-  def handle_info(:idle_stop, server), do: noreply(apply_event(server, {:force_idle_stop}))
+  # Replication.nudge/0: nothing to do here; replicated/1 syncs after it.
+  defp on_info(:replicate, server), do: {:noreply, server}
 
-  def handle_info({ref, result}, server)
-      when is_reference(ref) and is_map_key(server.tasks, ref) do
+  defp on_info(:idle_timeout, server), do: noreply(apply_event(server, {:timeout, :idle}))
+  defp on_info(:idle_stop, server), do: noreply(apply_event(server, {:force_idle_stop}))
+
+  defp on_info({ref, result}, server)
+       when is_reference(ref) and is_map_key(server.tasks, ref) do
     Process.demonitor(ref, [:flush])
     {key, tasks} = Map.pop(server.tasks, ref)
     noreply(apply_event(%{server | tasks: tasks}, {:task_done, key, result}))
   end
 
-  def handle_info({:DOWN, ref, :process, _pid, reason}, server)
-      when is_map_key(server.tasks, ref) do
+  defp on_info({:DOWN, ref, :process, _pid, reason}, server)
+       when is_map_key(server.tasks, ref) do
     {key, tasks} = Map.pop(server.tasks, ref)
 
     noreply(
@@ -418,20 +440,20 @@ defmodule SoulMem.Character do
     )
   end
 
-  def handle_info({:DOWN, mref, :process, pid, _reason}, server) do
+  defp on_info({:DOWN, mref, :process, pid, _reason}, server) do
     case server.subscribers do
       %{^pid => ^mref} -> {:noreply, %{server | subscribers: Map.delete(server.subscribers, pid)}}
       _ -> {:noreply, server}
     end
   end
 
-  def handle_info({:soul_mem_embed_progress, _done, _total}, server), do: {:noreply, server}
+  defp on_info({:soul_mem_embed_progress, _done, _total}, server), do: {:noreply, server}
 
   # trap_exit (persisting characters): the parent's exit stops us through
   # terminate/2; other linked exits are not ours to act on.
-  def handle_info({:EXIT, _pid, _reason}, server), do: {:noreply, server}
+  defp on_info({:EXIT, _pid, _reason}, server), do: {:noreply, server}
 
-  def handle_info(message, server) do
+  defp on_info(message, server) do
     Logger.debug("character #{server.state.id}: unexpected message #{inspect(message, limit: 5)}")
     {:noreply, server}
   end

@@ -4,8 +4,8 @@ defmodule SoulMem.Characters do
   `SoulMem.Character` processes under `SoulMem.CharacterSupervisor`.
   """
 
-  alias SoulMem.Character
-  alias SoulMem.Cluster.{Moves, Router}
+  alias SoulMem.{Character, Store}
+  alias SoulMem.Cluster.{Moves, Replication, Router}
 
   @supervisor SoulMem.CharacterSupervisor
   @start_timeout 60_000
@@ -50,7 +50,7 @@ defmodule SoulMem.Characters do
     case Moves.where(id) do
       :here -> local.()
       :moving -> {:error, :moving}
-      {:moved, node} -> Router.remote(node, __MODULE__, fun, args, timeout)
+      {:moved, node} -> Router.forward(node, __MODULE__, fun, args, timeout)
     end
   end
 
@@ -62,19 +62,37 @@ defmodule SoulMem.Characters do
         {:ok, pid}
 
       nil ->
-        opts =
-          case {opts[:graph], opts[:memory], seed(character_id)} do
-            {nil, nil, path} when is_binary(path) -> Keyword.put(opts, :graph, path)
-            _ -> opts
-          end
+        with :ok <- stand_in(character_id), do: start_new(character_id, opts)
+    end
+  end
 
-        spec = {Character, Keyword.put(opts, :id, character_id)}
+  # The home down past the failover timeout: its replica here takes over; a
+  # stand-in without a replica (the character never replicated) answers as
+  # its home would, rather than starting it empty.
+  defp stand_in(id) do
+    cond do
+      not Replication.enabled?() -> :ok
+      match?({:ok, _}, Replication.adopt(id)) -> :ok
+      Store.exists?(Store.data_dir(), id) -> :ok
+      Replication.standing_in?(id) -> {:error, :home_node_down}
+      true -> :ok
+    end
+  end
 
-        case DynamicSupervisor.start_child(@supervisor, spec) do
-          {:ok, pid} -> {:ok, pid}
-          {:error, {:already_started, pid}} -> {:ok, pid}
-          {:error, _} = error -> error
-        end
+  defp start_new(character_id, opts) do
+    opts =
+      case {opts[:graph], opts[:memory], seed(character_id)} do
+        {nil, nil, path} when is_binary(path) -> Keyword.put(opts, :graph, path)
+        _ -> opts
+      end
+
+    case DynamicSupervisor.start_child(
+           @supervisor,
+           {Character, Keyword.put(opts, :id, character_id)}
+         ) do
+      {:ok, pid} -> {:ok, pid}
+      {:error, {:already_started, pid}} -> {:ok, pid}
+      {:error, _} = error -> error
     end
   end
 

@@ -16,17 +16,26 @@ defmodule SoulMem.Cluster do
     * `SoulMem.Cluster.Router` — runs an operation on the home node
       (`:erpc`).
 
-  A node keeps the characters it is home to in its own data directory; no
-  state is replicated. When a node is down its characters answer `{:error,
+    * `SoulMem.Cluster.Moves` — moves characters whose home changed (a
+      node joined, a drain) and finds the newest copy of one;
+    * `SoulMem.Cluster.Replication` — `replicas: 1`: a second copy of every
+      character kept in step before each write is acknowledged, which takes
+      over when the home stays down;
+    * `SoulMem.Cluster.Conflicts` — copies that lost to a newer one, kept
+      and reported.
+
+  A node keeps the characters it is home to in its own data directory.
+  Without replication, when a node is down its characters answer `{:error,
   :home_node_down}` until it is back (or until an operator `forget/1`s it,
-  after which they start afresh elsewhere).
+  after which they start afresh elsewhere); with `replicas: 1` they answer
+  it only until the failover timeout, then their replica serves.
   """
 
   @doc "The cluster settings (app env `:cluster`), with defaults."
   @spec config() :: keyword()
   def config do
     Keyword.merge(
-      [enabled: false, discovery: [], weight: nil],
+      [enabled: false, discovery: [], weight: nil, replicas: 0, failover_after_ms: 5_000],
       Application.get_env(:soul_mem, :cluster, [])
     )
   end
@@ -140,6 +149,19 @@ defmodule SoulMem.Cluster do
   @doc "The drained nodes (`drain/1`)."
   @spec drained() :: [node()]
   def drained, do: SoulMem.Cluster.Membership.drained() |> Enum.sort()
+
+  @doc """
+  Moves now, from this node, what should move (characters whose home is
+  another live node; a running one at its next Idle) and sets aside copies
+  that lost to a newer one. Membership changes run the same by themselves;
+  returns when it is over.
+  """
+  @spec rebalance() :: :ok
+  def rebalance, do: SoulMem.Cluster.Moves.rebalance_now()
+
+  @doc "The reports of copies this node set aside (`SoulMem.Cluster.Conflicts`)."
+  @spec conflicts() :: [map()]
+  def conflicts, do: SoulMem.Cluster.Conflicts.list()
 
   @doc "The home node of character `id` (`SoulMem.Cluster.Placement.home/1`)."
   @spec home(String.t()) :: node()

@@ -32,6 +32,9 @@ defmodule SoulMem.Error do
     * `:read_only` — the file or its directory cannot be written
     * `:disk_full` — the disk (or the store's quota) is full; nothing was
       written
+    * `:replica_mismatch` — a replica cannot take a batch of changes (another
+      base, a batch missing) or a primary lost track of its changes: the
+      replica is rebuilt from a snapshot (`SoulMem.Store.Replica`)
   """
 
   defexception [:reason, :message]
@@ -56,6 +59,7 @@ defmodule SoulMem.Error do
           | :in_use
           | :read_only
           | :disk_full
+          | :replica_mismatch
           | atom()
 
   @type t :: %__MODULE__{reason: reason(), message: String.t()}

@@ -98,6 +98,15 @@ defmodule SoulMem.Native do
   def store_export(_store), do: :erlang.nif_error(:nif_not_loaded)
   def store_import(_store, _json), do: :erlang.nif_error(:nif_not_loaded)
   def store_info(_store), do: :erlang.nif_error(:nif_not_loaded)
+  # Replication (DirtyIo): change capture, snapshots, replica files.
+  def store_set_capture(_store, _on), do: :erlang.nif_error(:nif_not_loaded)
+  def store_take_changes(_store), do: :erlang.nif_error(:nif_not_loaded)
+  def store_snapshot(_store, _dest), do: :erlang.nif_error(:nif_not_loaded)
+  def store_epoch(_store), do: :erlang.nif_error(:nif_not_loaded)
+  def replica_init(_path, _base), do: :erlang.nif_error(:nif_not_loaded)
+  def replica_apply(_path, _base, _seq, _changes), do: :erlang.nif_error(:nif_not_loaded)
+  def replica_state(_path), do: :erlang.nif_error(:nif_not_loaded)
+  def replica_promote(_path), do: :erlang.nif_error(:nif_not_loaded)
   # DirtyIo: store may be nil (graph only)
   def note_put(_graph, _store, _note_json), do: :erlang.nif_error(:nif_not_loaded)
 

@@ -155,7 +155,7 @@ defmodule SoulMem.ClusterTest do
     for node <- [a, b, c] do
       # Stores on, and a window that holds every message of the test.
       :ok = :erpc.call(node, Application, :put_env, [:soul_mem, :persist, true])
-      :ok = :erpc.call(node, Application, :put_env, [:soul_mem, :window, 300])
+      :ok = :erpc.call(node, Application, :put_env, [:soul_mem, :window, 1_100])
     end
 
     [writer, stored] =
@@ -182,7 +182,7 @@ defmodule SoulMem.ClusterTest do
     test = self()
 
     spawn_link(fn ->
-      for i <- 1..200 do
+      for i <- 1..1_000 do
         message = %{role: :user, text: "m#{i}", at: DateTime.utc_now()}
         send(test, {:ack, i, :erpc.call(a, SoulMem, :push, [writer, message])})
       end
@@ -190,7 +190,7 @@ defmodule SoulMem.ClusterTest do
 
     assert_receive {:ack, 20, :ok}, 30_000
     assert {:ok, moves} = :erpc.call(b, SoulMem.Cluster, :drain, [c], :infinity)
-    for i <- 1..200, i != 20, do: assert_receive({:ack, ^i, :ok}, 30_000)
+    for i <- 1..1_000, i != 20, do: assert_receive({:ack, ^i, :ok}, 30_000)
 
     assert {:ok, %{bytes: bytes, sha256: <<_::256>>}} = moves[writer]
     assert bytes > 0
@@ -206,7 +206,7 @@ defmodule SoulMem.ClusterTest do
     assert node(pid) in [a, b]
     assert {:ok, window} = :erpc.call(a, SoulMem.Character, :window, [writer])
     texts = window |> SoulMem.Window.visible() |> Enum.map(& &1.text)
-    assert texts == for(i <- 1..200, do: "m#{i}")
+    assert texts == for(i <- 1..1_000, do: "m#{i}")
 
     # The stored one moved with its file; c keeps a backup, not a store.
     assert {:ok, pid} = :erpc.call(b, SoulMem, :ensure_started, [stored])

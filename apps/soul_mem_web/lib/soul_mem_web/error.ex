@@ -78,10 +78,11 @@ defmodule SoulMemWeb.Error do
     incompatible: {500, "the character's store is not compatible with this version"},
     io: {500, "storage error"},
     poisoned: {500, "the character's graph is in an unknown state"},
+    replica_mismatch: {503, "the character's replica is out of step; retry shortly"},
     internal: {500, "internal error"}
   }
 
-  @storage [:io, :in_use, :disk_full, :read_only, :corrupt, :incompatible]
+  @storage [:io, :in_use, :disk_full, :read_only, :corrupt, :incompatible, :replica_mismatch]
 
   @doc """
   Builds an error from a known reason atom, with an optional message

@@ -19,7 +19,8 @@
 //! loading it), `notes.rs` (single notes, links and batches of [`Change`]s), `embeddings.rs`,
 //! `records.rs` (retrieval records, forgetting state, feedback), `window.rs` (sliding window
 //! and summary), `activate.rs` (loading the neighbourhood of a topic as a working-memory subgraph),
-//! `peek.rs` (who a file belongs to, read without its lock), `listing.rs` (note listing and
+//! `peek.rs` (who a file belongs to, read without its lock), `replication.rs` (changesets
+//! of each write and their replay on a replica), `listing.rs` (note listing and
 //! search over the notes table), `export.rs`
 //! (whole-character export and import), `rows.rs` (the SQL row writers and readers all of them
 //! share) and `schema.rs` (tables and migrations).
@@ -33,6 +34,7 @@ mod notes;
 mod open;
 mod peek;
 mod records;
+mod replication;
 mod rows;
 mod schema;
 mod window;
@@ -41,6 +43,10 @@ use rows::*;
 
 pub use activate::Activation;
 pub use peek::{StorePeek, META_GRAPH_SAVED};
+pub use replication::{
+    apply_changes, init_replica, promote_replica, replica_state, ReplicaState, META_EPOCH,
+    META_REPLICA_BASE, META_REPLICA_SEQ,
+};
 pub use schema::{APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION};
 
 use crate::error::{Error, Result};
@@ -217,6 +223,12 @@ pub struct Store {
     generation: u64,
     /// What the last successful checkpoint did.
     last_checkpoint: Option<CheckpointStats>,
+    /// Whether writes record their changesets (replication, `replication.rs`).
+    capture: bool,
+    /// Changesets of committed writes not yet taken, oldest first.
+    captured: Vec<Vec<u8>>,
+    /// A committed write's changeset could not be read: the replica must be rebuilt.
+    capture_lost: bool,
 }
 
 /// Converts a SQLite error into the crate error, keeping the failure classes callers act on.
@@ -301,6 +313,9 @@ impl Store {
                 path: self.path.display().to_string(),
                 message: "store was opened read-only".into(),
             });
+        }
+        if self.capture {
+            return self.write_captured(f);
         }
         let path = self.path.clone();
         let tx = self

@@ -10,7 +10,7 @@ fn lock_path(db: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
-fn io_to_store_err(path: &Path, e: &std::io::Error) -> Error {
+pub(super) fn io_to_store_err(path: &Path, e: &std::io::Error) -> Error {
     use std::io::ErrorKind as K;
     match e.kind() {
         K::PermissionDenied | K::ReadOnlyFilesystem => Error::ReadOnly {
@@ -255,6 +255,9 @@ impl Store {
             instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
             generation: 0,
             last_checkpoint: None,
+            capture: false,
+            captured: Vec::new(),
+            capture_lost: false,
         };
         if version < SCHEMA_VERSION {
             store.migrate(version)?;

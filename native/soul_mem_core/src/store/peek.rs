@@ -29,6 +29,8 @@ pub struct StorePeek {
     pub last_message_at: Option<DateTime<Utc>>,
     /// Whether a graph was ever saved (a store opened but never checkpointed has none).
     pub graph_saved: bool,
+    /// The copy's epoch (see `replication.rs`; 0 until a replica of it was promoted).
+    pub epoch: u64,
 }
 
 impl Store {
@@ -69,6 +71,9 @@ impl Store {
         let character =
             meta(META_CHARACTER)?.ok_or_else(|| corrupt(path, "no character name in meta"))?;
         let graph_saved = meta(META_GRAPH_SAVED)?.is_some();
+        let epoch = meta(super::META_EPOCH)?
+            .and_then(|e| e.parse().ok())
+            .unwrap_or(0);
         let (notes, archived, links, window, last): (i64, i64, i64, i64, Option<String>) = conn
             .query_row(
                 "SELECT (SELECT count(*) FROM notes WHERE archived=0),
@@ -104,6 +109,7 @@ impl Store {
             window: window as usize,
             last_message_at: last.map(|s| parse_ts(path, &s)).transpose()?,
             graph_saved,
+            epoch,
         })
     }
 }

@@ -24,6 +24,7 @@ defmodule SoulMem.Character.Effects do
           required(:timers) => %{State.timer() => {reference(), reference()}},
           required(:tasks) => %{reference() => term()},
           required(:subscribers) => %{pid() => reference()},
+          optional(:replica) => SoulMem.Cluster.Replication.link(),
           optional(:stop) => true
         }
 
@@ -138,6 +139,10 @@ defmodule SoulMem.Character.Effects do
   defp effect({:notify, event, payload}, server) do
     for {pid, _mref} <- server.subscribers,
         do: send(pid, {:soul_mem, server.state.id, event, payload})
+
+    # A character whose home changed while it ran moves at its next Idle.
+    if {event, payload} == {:state_changed, :idle},
+      do: SoulMem.Cluster.Moves.idle(server.state.id)
 
     server
   end

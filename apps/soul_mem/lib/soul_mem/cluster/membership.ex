@@ -32,6 +32,7 @@ defmodule SoulMem.Cluster.Membership do
   @group :soul_mem_nodes
   @known_key {__MODULE__, :known}
   @drained_key {__MODULE__, :drained}
+  @down_key {__MODULE__, :down_since}
   @file_name "cluster_nodes.json"
 
   @doc "The `:pg` scope of SoulMem's cluster groups."
@@ -64,6 +65,27 @@ defmodule SoulMem.Cluster.Membership do
   @spec mark_drained(node()) :: :ok
   def mark_drained(node) when is_atom(node),
     do: GenServer.call(__MODULE__, {:mark_drained, node})
+
+  @doc """
+  How long (ms) known node `node` has been down as this node saw it: since
+  it left (0 while its leave is on its way), or since this node's
+  membership started when it was never seen live; 0 while it is live.
+  """
+  @spec down_for(node()) :: non_neg_integer()
+  def down_for(node) when is_atom(node) do
+    if live?(node) do
+      0
+    else
+      {since, started, seen} = :persistent_term.get(@down_key, {%{}, 0, MapSet.new()})
+
+      cond do
+        Map.has_key?(since, node) -> System.monotonic_time(:millisecond) - since[node]
+        # Gone from :pg, its leave not handled yet: down from now.
+        MapSet.member?(seen, node) -> 0
+        true -> System.monotonic_time(:millisecond) - started
+      end
+    end
+  end
 
   @doc "The live SoulMem nodes, sorted (`[node()]` when not in a cluster)."
   @spec live() :: [node()]
@@ -101,7 +123,8 @@ defmodule SoulMem.Cluster.Membership do
     file = Path.join(SoulMem.Store.data_dir(), @file_name)
     {known, drained} = read_file(file)
     known = Map.put(known, node(), SoulMem.Cluster.weight())
-    state = %{file: file, known: known, drained: drained, waiters: []}
+    state = %{file: file, known: known, drained: drained, waiters: [], down: %{}}
+    :persistent_term.put(@down_key, {%{}, System.monotonic_time(:millisecond), MapSet.new()})
     publish(state)
     :ok = :pg.join(@scope, @group, self())
     {ref, groups} = :pg.monitor_scope(@scope)
@@ -137,8 +160,18 @@ defmodule SoulMem.Cluster.Membership do
   end
 
   @impl true
-  def handle_info({ref, :join, @group, pids}, %{ref: ref} = state),
-    do: {:noreply, notify(met(state, pids))}
+  def handle_info({ref, :join, @group, pids}, %{ref: ref} = state) do
+    state = state |> met(pids) |> notify() |> up(Enum.map(pids, &node/1))
+    rebalance()
+    {:noreply, state}
+  end
+
+  # A node whose last member left is down from now (for the failover timeout).
+  def handle_info({ref, :leave, @group, pids}, %{ref: ref} = state) do
+    gone = pids |> Enum.map(&node/1) |> Enum.uniq() |> Enum.reject(&live?/1)
+    now = System.monotonic_time(:millisecond)
+    {:noreply, set_down(state, Map.merge(state.down, Map.new(gone, &{&1, now})))}
+  end
 
   def handle_info({ref, _event, _group, _pids}, %{ref: ref} = state), do: {:noreply, state}
 
@@ -156,6 +189,7 @@ defmodule SoulMem.Cluster.Membership do
       |> Map.merge(known, fn _node, mine, theirs -> mine || theirs end)
       |> Map.put(from, weight)
 
+    if merged != state.known, do: rebalance()
     {:noreply, notify(update(state, merged))}
   end
 
@@ -164,6 +198,28 @@ defmodule SoulMem.Cluster.Membership do
 
   def handle_info({:forget, node}, state), do: {:noreply, drop(state, node)}
   def handle_info(_other, state), do: {:noreply, state}
+
+  defp up(state, nodes) do
+    {since, started, seen} = :persistent_term.get(@down_key)
+    seen = MapSet.union(seen, MapSet.new(nodes))
+    :persistent_term.put(@down_key, {since, started, seen})
+    set_down(state, Map.drop(state.down, nodes))
+  end
+
+  defp set_down(%{down: down} = state, down), do: state
+
+  defp set_down(state, down) do
+    {_since, started, seen} = :persistent_term.get(@down_key)
+    :persistent_term.put(@down_key, {down, started, seen})
+    %{state | down: down}
+  end
+
+  # Characters whose home changed move (SoulMem.Cluster.Moves); the known
+  # set a hello brings may change homes too.
+  defp rebalance do
+    if Process.whereis(SoulMem.Cluster.Moves), do: send(SoulMem.Cluster.Moves, :rebalance)
+    SoulMem.Cluster.Replication.nudge()
+  end
 
   # Tell every remote member that appeared what this node knows (it answers
   # with its own hello, since this node's join reaches it too).
@@ -246,6 +302,7 @@ defmodule SoulMem.Cluster.Membership do
 
   @impl true
   def terminate(_reason, _state) do
+    :persistent_term.erase(@down_key)
     :persistent_term.erase(@known_key)
     :persistent_term.erase(@drained_key)
     :ok

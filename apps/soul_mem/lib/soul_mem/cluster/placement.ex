@@ -15,6 +15,11 @@ defmodule SoulMem.Cluster.Placement do
   only its own characters, each to the node that would have been its home
   without it.
 
+  With replication on (`replicas: 1`, `SoulMem.Cluster.Replication`), a
+  home that has been down for the failover timeout hands its characters to
+  the next live node in their ranking — the node that holds their replica —
+  until it is live again.
+
   Not in a cluster, every character's home is this node.
   """
 
@@ -24,10 +29,37 @@ defmodule SoulMem.Cluster.Placement do
   @spec home(String.t()) :: node()
   def home(id) when is_binary(id) do
     case SoulMem.Cluster.Membership.known() do
-      nil -> node()
-      known when map_size(known) == 0 -> node()
-      _known -> pick(id, candidates())
+      nil ->
+        node()
+
+      known when map_size(known) == 0 ->
+        node()
+
+      _known ->
+        if SoulMem.Cluster.Replication.enabled?(), do: failover(id), else: pick(id, candidates())
     end
+  end
+
+  # The first node of the ranking that is live, or down for less than the
+  # failover timeout (its characters wait for it: :home_node_down).
+  defp failover(id) do
+    timeout = SoulMem.Cluster.Replication.failover_after()
+    [first | _] = ranking = ranking(id)
+
+    Enum.find(ranking, first, fn node ->
+      SoulMem.Cluster.Membership.down_for(node) < timeout
+    end)
+  end
+
+  @doc """
+  The candidate nodes (`candidates/0`) in the order of their score for
+  `id`, best first: the home, then the node its replica goes to, and so on.
+  """
+  @spec ranking(String.t()) :: [node()]
+  def ranking(id) when is_binary(id) do
+    candidates()
+    |> Enum.sort_by(fn {node, w} -> {score(id, node, w), node} end, :desc)
+    |> Enum.map(&elem(&1, 0))
   end
 
   @doc """

@@ -28,6 +28,7 @@ defmodule SoulMem.Cluster.Router do
   alias SoulMem.Cluster.{Membership, Placement}
 
   @routed :soul_mem_routed
+  @forwarded :soul_mem_forwarded
   @margin_ms 1_000
 
   @typedoc "Where an operation on a character runs."
@@ -103,6 +104,33 @@ defmodule SoulMem.Cluster.Router do
   catch
     :error, {:erpc, :noconnection} -> {:error, :home_node_down}
     :error, {:erpc, :timeout} -> {:error, :timeout}
+  end
+
+  @doc """
+  Forwards an operation from a node that placement names but that does not
+  hold the character (it moved, or is held elsewhere) to `node`, which
+  does. A forwarded operation is not forwarded again: two nodes that
+  momentarily each think the other holds it answer `{:error, :moving}`,
+  which the caller's `route/6` retries, instead of bouncing it.
+  """
+  @spec forward(node(), module(), atom(), [term()], timeout()) ::
+          term() | {:error, :home_node_down | :timeout | :moving}
+  def forward(node, module, fun, args, timeout) do
+    if Process.get(@forwarded) == true do
+      {:error, :moving}
+    else
+      :erpc.call(node, __MODULE__, :run_forwarded, [module, fun, args], erpc_timeout(timeout))
+    end
+  catch
+    :error, {:erpc, :noconnection} -> {:error, :home_node_down}
+    :error, {:erpc, :timeout} -> {:error, :timeout}
+  end
+
+  @doc false
+  @spec run_forwarded(module(), atom(), [term()]) :: term()
+  def run_forwarded(module, fun, args) do
+    Process.put(@forwarded, true)
+    run_routed(module, fun, args)
   end
 
   @doc false

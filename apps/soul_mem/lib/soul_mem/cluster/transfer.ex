@@ -7,23 +7,34 @@ defmodule SoulMem.Cluster.Transfer do
   receiving process to keep alive: a sender that dies leaves only a temp
   file, which the next transfer of that character replaces). The last call
   checks the SHA-256 of what arrived against the sender's, fsyncs it and
-  renames it to the character's store path in the receiver's data
-  directory; a store already there is never replaced (`{:error, :exists}`).
+  renames it into place: as the character's store in the receiver's data
+  directory (`:store`, a move), where a store already there is never
+  replaced (`{:error, :exists}`), or as its replica (`:replica`,
+  `SoulMem.Cluster.Replication`), which replaces the replica there.
   """
 
   @chunk_bytes 1_048_576
 
+  @typedoc """
+  What the file becomes on the receiver: a store, or a store of a copy at
+  `epoch` from node `from` (a store there that it beats is set aside,
+  `SoulMem.Cluster.Moves.make_room/2`), or a replica.
+  """
+  @type kind :: :store | {:store, {non_neg_integer(), node()}} | :replica
+
   @doc """
   Sends the store file at `path` (closed: no process has it open) as the
-  store of character `id` on `node`. `{:ok, %{bytes, sha256}}` once it is
-  durable there under its final name.
+  store (or, with `kind` `:replica`, the replica) of character `id` on
+  `node`. `{:ok, %{bytes, sha256}}` once it is durable there under its final
+  name.
   """
-  @spec send_file(Path.t(), String.t(), node()) ::
+  @spec send_file(Path.t(), String.t(), node(), kind()) ::
           {:ok, %{bytes: non_neg_integer(), sha256: binary()}} | {:error, term()}
-  def send_file(path, id, node) when is_binary(path) and is_binary(id) and is_atom(node) do
-    with {:ok, temp} <- :erpc.call(node, __MODULE__, :begin, [id]),
+  def send_file(path, id, node, kind \\ :store)
+      when is_binary(path) and is_binary(id) and is_atom(node) do
+    with {:ok, temp} <- :erpc.call(node, __MODULE__, :begin, [id, kind]),
          {:ok, bytes, sha} <- stream(path, node, temp),
-         :ok <- :erpc.call(node, __MODULE__, :finish, [id, temp, sha]) do
+         :ok <- :erpc.call(node, __MODULE__, :finish, [id, temp, sha, kind]) do
       {:ok, %{bytes: bytes, sha256: sha}}
     end
   catch
@@ -57,20 +68,27 @@ defmodule SoulMem.Cluster.Transfer do
 
   defp sha_init, do: :crypto.hash_init(:sha256)
 
-  @doc false
-  # Receiver: a fresh, empty temp file for `id` in the data directory.
-  @spec begin(String.t()) :: {:ok, Path.t()} | {:error, term()}
-  def begin(id) do
-    dest = SoulMem.Store.path(SoulMem.Store.data_dir(), id)
+  defp dest(id, :replica), do: SoulMem.Cluster.Replication.path(id)
+  defp dest(id, _store), do: SoulMem.Store.path(SoulMem.Store.data_dir(), id)
 
-    if File.exists?(dest) do
-      {:error, :exists}
-    else
+  @doc false
+  # Receiver: a fresh, empty temp file for `id` in the data directory. A
+  # store superseded by a newer copy elsewhere is set aside first.
+  @spec begin(String.t(), kind()) :: {:ok, Path.t()} | {:error, term()}
+  def begin(id, kind \\ :store) do
+    dest = dest(id, kind)
+
+    with :ok <- room(id, kind, File.exists?(dest)) do
       temp = dest <> ".incoming"
       File.mkdir_p!(Path.dirname(temp))
       with :ok <- File.write(temp, ""), do: {:ok, temp}
     end
   end
+
+  defp room(_id, :replica, _exists?), do: :ok
+  defp room(_id, _store, false), do: :ok
+  defp room(_id, :store, true), do: {:error, :exists}
+  defp room(id, {:store, theirs}, true), do: SoulMem.Cluster.Moves.make_room(id, theirs)
 
   @doc false
   # Receiver: appends one chunk.
@@ -79,13 +97,12 @@ defmodule SoulMem.Cluster.Transfer do
 
   @doc false
   # Receiver: checks, fsyncs and renames the temp file into place.
-  @spec finish(String.t(), Path.t(), binary()) :: :ok | {:error, term()}
-  def finish(id, temp, sha) do
-    dest = SoulMem.Store.path(SoulMem.Store.data_dir(), id)
+  @spec finish(String.t(), Path.t(), binary(), kind()) :: :ok | {:error, term()}
+  def finish(id, temp, sha, kind \\ :store) do
+    dest = dest(id, kind)
 
     with {:ok, ^sha} <- digest_and_sync(temp),
-         false <- File.exists?(dest),
-         :ok <- File.rename(temp, dest) do
+         :ok <- install(id, temp, dest, kind) do
       :ok
     else
       {:ok, _other} ->
@@ -99,6 +116,27 @@ defmodule SoulMem.Cluster.Transfer do
       {:error, _} = error ->
         error
     end
+  end
+
+  # A replica is replaced whole: its old WAL must not be replayed onto the new file.
+  defp install(_id, temp, dest, :replica) do
+    replace(dest, :replica)
+    File.rename(temp, dest)
+  end
+
+  # A store: under the character's lock, never over one that is there.
+  defp install(id, temp, dest, _store) do
+    SoulMem.Cluster.Moves.locked(id, fn ->
+      with false <- File.exists?(dest),
+           :ok <- File.rename(temp, dest) do
+        SoulMem.Cluster.Moves.arrived(id)
+      end
+    end)
+  end
+
+  defp replace(dest, :replica) do
+    for suffix <- ["", "-wal", "-shm"], do: File.rm(dest <> suffix)
+    :ok
   end
 
   @doc false
