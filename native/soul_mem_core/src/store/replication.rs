@@ -142,18 +142,20 @@ pub fn init_replica(path: &Path, base: &str) -> Result<()> {
 /// Where the replica at `path` stands.
 pub fn replica_state(path: &Path) -> Result<ReplicaState> {
     let conn = open_replica(path)?;
-    let get = |key: &str| -> Result<Option<String>> {
-        conn.query_row("SELECT value FROM meta WHERE key=?1", [key], |r| r.get(0))
-            .optional()
-            .map_err(|e| db_err(path, e))
-    };
-    let base = get(META_REPLICA_BASE)?
+    let base = meta_of(&conn, path, META_REPLICA_BASE)?
         .ok_or_else(|| Error::ReplicaMismatch(format!("{} is not a replica", path.display())))?;
     Ok(ReplicaState {
         base,
-        seq: parse_u64(get(META_REPLICA_SEQ)?.as_deref()),
-        epoch: parse_u64(get(META_EPOCH)?.as_deref()),
+        seq: parse_u64(meta_of(&conn, path, META_REPLICA_SEQ)?.as_deref()),
+        epoch: parse_u64(meta_of(&conn, path, META_EPOCH)?.as_deref()),
     })
+}
+
+/// A meta value read through `conn` (a replica's connection or transaction).
+fn meta_of(conn: &Connection, path: &Path, key: &str) -> Result<Option<String>> {
+    conn.query_row("SELECT value FROM meta WHERE key=?1", [key], |r| r.get(0))
+        .optional()
+        .map_err(|e| db_err(path, e))
 }
 
 /// Applies batch `seq` of replica `base` (its changesets in order) to the replica at `path`,
@@ -166,18 +168,13 @@ pub fn apply_changes(path: &Path, base: &str, seq: u64, changes: &[Vec<u8>]) -> 
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(|e| db_err(path, e))?;
-    let meta = |key: &str| -> Result<Option<String>> {
-        tx.query_row("SELECT value FROM meta WHERE key=?1", [key], |r| r.get(0))
-            .optional()
-            .map_err(|e| db_err(path, e))
-    };
-    if meta(META_REPLICA_BASE)?.as_deref() != Some(base) {
+    if meta_of(&tx, path, META_REPLICA_BASE)?.as_deref() != Some(base) {
         return Err(Error::ReplicaMismatch(format!(
             "{} is not a replica of base {base}",
             path.display()
         )));
     }
-    let at = parse_u64(meta(META_REPLICA_SEQ)?.as_deref());
+    let at = parse_u64(meta_of(&tx, path, META_REPLICA_SEQ)?.as_deref());
     if seq <= at {
         return Ok(());
     }
@@ -213,13 +210,7 @@ pub fn promote_replica(path: &Path) -> Result<u64> {
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(|e| db_err(path, e))?;
-    let epoch: Option<String> = tx
-        .query_row("SELECT value FROM meta WHERE key=?1", [META_EPOCH], |r| {
-            r.get(0)
-        })
-        .optional()
-        .map_err(|e| db_err(path, e))?;
-    let next = parse_u64(epoch.as_deref()) + 1;
+    let next = parse_u64(meta_of(&tx, path, META_EPOCH)?.as_deref()) + 1;
     tx.execute(
         "DELETE FROM meta WHERE key IN (?1, ?2)",
         [META_REPLICA_BASE, META_REPLICA_SEQ],

@@ -99,8 +99,11 @@ defmodule SoulMem.Cluster.Router do
   @doc "Calls `apply(module, fun, args)` on `node` as a routed operation (see `route/6`)."
   @spec remote(node(), module(), atom(), [term()], timeout()) ::
           term() | {:error, :home_node_down | :timeout}
-  def remote(node, module, fun, args, timeout) do
-    :erpc.call(node, __MODULE__, :run_routed, [module, fun, args], erpc_timeout(timeout))
+  def remote(node, module, fun, args, timeout),
+    do: call_entry(node, :run_routed, [module, fun, args], timeout)
+
+  defp call_entry(node, entry, args, timeout) do
+    :erpc.call(node, __MODULE__, entry, args, erpc_timeout(timeout))
   catch
     :error, {:erpc, :noconnection} -> {:error, :home_node_down}
     :error, {:erpc, :timeout} -> {:error, :timeout}
@@ -116,14 +119,9 @@ defmodule SoulMem.Cluster.Router do
   @spec forward(node(), module(), atom(), [term()], timeout()) ::
           term() | {:error, :home_node_down | :timeout | :moving}
   def forward(node, module, fun, args, timeout) do
-    if Process.get(@forwarded) == true do
-      {:error, :moving}
-    else
-      :erpc.call(node, __MODULE__, :run_forwarded, [module, fun, args], erpc_timeout(timeout))
-    end
-  catch
-    :error, {:erpc, :noconnection} -> {:error, :home_node_down}
-    :error, {:erpc, :timeout} -> {:error, :timeout}
+    if Process.get(@forwarded) == true,
+      do: {:error, :moving},
+      else: call_entry(node, :run_forwarded, [module, fun, args], timeout)
   end
 
   @doc false
