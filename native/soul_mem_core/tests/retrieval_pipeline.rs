@@ -107,6 +107,38 @@ fn ppr_never_returns_procedures_and_reaches_abstract_patterns() {
 }
 
 #[test]
+fn the_walk_steps_back_along_links_unless_told_not_to() {
+    // a1 is linked from s1 only: walking from a1, s1 is reached backwards; the habit p1
+    // (s1's trigger→action link) is never walked into, either way.
+    let idx = index();
+    let from_a1 = |reverse_links: f64| {
+        let cfg = AssociationConfig {
+            reverse_links,
+            ..Default::default()
+        };
+        association(&idx, &[(pos(&idx, "a1"), 1.0)], &cfg).unwrap()
+    };
+    let undirected = from_a1(1.0);
+    assert!(
+        undirected.iter().any(|(i, _)| *i == pos(&idx, "s1")),
+        "{undirected:?}"
+    );
+    assert!(undirected
+        .iter()
+        .all(|(i, _)| idx.node(*i as usize).unwrap().kind != NodeKind::Procedure));
+    let forwards = from_a1(0.0);
+    assert!(
+        !forwards.iter().any(|(i, _)| *i == pos(&idx, "s1")),
+        "{forwards:?}"
+    );
+    let bad = AssociationConfig {
+        reverse_links: 1.5,
+        ..Default::default()
+    };
+    assert!(association(&idx, &[(0, 1.0)], &bad).is_err());
+}
+
+#[test]
 fn associate_with_action_doubles_abstract_sources_before_softmax() {
     let idx = index();
     let seeds = [
@@ -244,6 +276,33 @@ fn a_query_describing_a_habit_evokes_it_without_its_trigger_situation() {
 }
 
 #[test]
+fn a_query_describing_a_habit_recalls_the_self_who_has_it() {
+    // The self note links to no habit: every procedure is the character's own.
+    let g = graph(vec![
+        sem("sem_self", "小红", "一个学生", &["自身"]),
+        sem("friend", "小白", "同班同学", &["朋友"]),
+        spec("s1", "在教室里讨论作业", None),
+        proc_node("p1", "把画稿拖到最后一刻才交"),
+    ]);
+    let idx = RetrievalIndex::build_with_embedder(&g, &HashEmbedder::new(128).unwrap()).unwrap();
+    let e = HashEmbedder::new(128).unwrap();
+    let q: Vec<SubQuery> = serde_json::from_str(
+        r#"[{"priority":1,"tag":[],"variant":{"Semantic":[{"concept_identifier":"把画稿拖到最后一刻才交","description":"把画稿拖到最后一刻才交"}]}}]"#,
+    )
+    .unwrap();
+    let mut cfg = PipelineConfig::default();
+    cfg.similarity.similarity_threshold = 0.2;
+    cfg.max_memories = 1;
+    let first = |cfg: &PipelineConfig| {
+        let r = DefaultPipeline::run_with_embedder(&idx, &q, &e, cfg, None).unwrap();
+        r.memories.first().map(|m| m.readable_id.clone())
+    };
+    assert_eq!(first(&cfg).as_deref(), Some("sem_self"));
+    cfg.similarity.blend.own_habits = 0.0;
+    assert_ne!(first(&cfg).as_deref(), Some("sem_self"));
+}
+
+#[test]
 fn priority_adds_at_most_the_offset() {
     let idx = index();
     let e = HashEmbedder::new(128).unwrap();
@@ -317,7 +376,13 @@ fn configs_have_seed_defaults_and_validate() {
         (f.method, f.dense, f.tag, f.lexical),
         (FusionMethod::Zscore, 1.0, 0.25, 1.0)
     );
-    assert_eq!(c.assoc_with_action.association.blend, 0.95);
+    assert_eq!(c.assoc_with_action.association.blend, 0.9);
+    assert_eq!(c.assoc_with_action.association.reverse_links, 1.0);
+    assert_eq!(
+        c.assoc_with_action.association.lift,
+        LiftTargets::Situations
+    );
+    assert_eq!(c.similarity.blend.own_habits, 1.0);
     assert_eq!(c.assoc_with_action.association.hub_exponent, 0.5);
     // Fusion and blend weights that are negative, non-finite or all zero are refused by name.
     for (json, field) in [

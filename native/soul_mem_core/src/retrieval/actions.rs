@@ -24,11 +24,21 @@ use super::query::{EmbeddedQuery, EmbeddedVariant};
 use super::top_k::{by_score, top_k};
 use std::collections::HashSet;
 
-/// Each habit's likeness to the query by position (NaN for other nodes): the best cosine of
-/// its action text against the query's descriptive texts, calibrated over the character's
-/// habits (per `fcfg`: z-scored and logistic by default, 0.5 = an average habit).
-/// Complexity: O(habits × query texts × dim + nodes), one contiguous scan of the habit rows.
+/// Each habit's likeness to the query by position (NaN for other nodes): its
+/// [`habit_cosines`], calibrated over the character's habits (per `fcfg`: z-scored and
+/// logistic by default, 0.5 = an average habit).
+/// Complexity: that of [`habit_cosines`].
 pub fn habit_likeness(idx: &RetrievalIndex, q: &EmbeddedQuery, fcfg: &FusionConfig) -> Vec<f32> {
+    let mut out = habit_cosines(idx, q);
+    calibrate_in_place(&mut out, fcfg.method, fcfg.rrf_k, 0);
+    out
+}
+
+/// Each habit's best cosine, by position (NaN for other nodes), of its action text against
+/// the query's descriptive texts (a semantic query's concept and description, a situation
+/// query's narrative, events and environment).
+/// Complexity: O(habits × query texts × dim + nodes), one contiguous scan of the habit rows.
+pub fn habit_cosines(idx: &RetrievalIndex, q: &EmbeddedQuery) -> Vec<f32> {
     let mut texts: Vec<&QVec> = Vec::new();
     match &q.variant {
         EmbeddedVariant::Semantic(us) => {
@@ -55,7 +65,6 @@ pub fn habit_likeness(idx: &RetrievalIndex, q: &EmbeddedQuery, fcfg: &FusionConf
         .collect();
     idx.vectors()
         .scan_max_q8(FieldKind::ProcAction, &probes, (0, n), &mut out, 1);
-    calibrate_in_place(&mut out, fcfg.method, fcfg.rrf_k, 0);
     out
 }
 

@@ -71,6 +71,11 @@ pub struct RetrievalIndex {
     // `edges` are grouped by source: node i's links are `edge_offsets[i]..edge_offsets[i + 1]`
     // (what a single-row patch of the decayed matrix recomputes).
     edge_offsets: Vec<u32>,
+    // The same links grouped by target: node i's incoming links are
+    // `edges[in_edges[in_offsets[i]..in_offsets[i + 1]]]`, in `edges` order (the walk also
+    // steps along a link backwards, `AssociationConfig::reverse_links`).
+    in_offsets: Vec<u32>,
+    in_edges: Vec<u32>,
     proc_offsets: Vec<u32>,
     proc_edges: Vec<(u32, f64)>,
     vectors: NodeVectors,
@@ -78,7 +83,7 @@ pub struct RetrievalIndex {
     // `tag_ranks[tag_node_offsets[j]..tag_node_offsets[j + 1]]`.
     tag_node_offsets: Vec<u32>,
     tag_ranks: Vec<u32>,
-    csr: Mutex<Option<(EdgeWeightParams, Arc<Csr>)>>,
+    csr: Mutex<Option<(WalkWeights, Arc<Csr>)>>,
     // The last transition matrix built with decayed intensities, keyed by the weights and the
     // factors' stamp (the graph cannot change under an index).
     decayed_csr: Mutex<Option<DecayedCsr>>,
@@ -93,9 +98,17 @@ pub struct RetrievalIndex {
     lexical_refused: Vec<(String, String)>,
 }
 
+/// What a transition matrix is built from: the seed's dynamic edge weights and the weight of
+/// a backward step.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct WalkWeights {
+    edges: EdgeWeightParams,
+    reverse: f64,
+}
+
 #[derive(Debug)]
 struct DecayedCsr {
-    params: EdgeWeightParams,
+    params: WalkWeights,
     decay: EdgeDecay,
     csr: Arc<Csr>,
 }
@@ -293,6 +306,7 @@ impl RetrievalIndex {
             edge_offsets.push(edges.len() as u32);
             proc_offsets.push(proc_edges.len() as u32);
         }
+        let (in_offsets, in_edges) = invert_edges(n, &edges);
         let (tag_node_offsets, mut tag_ranks) = invert_tags(&vectors);
         let mut by_kind: [Vec<u32>; 4] = Default::default();
         for (i, m) in nodes.iter().enumerate() {
@@ -333,6 +347,8 @@ impl RetrievalIndex {
             ident_nodes,
             edges,
             edge_offsets,
+            in_offsets,
+            in_edges,
             proc_offsets,
             proc_edges,
             vectors,
@@ -513,11 +529,14 @@ impl RetrievalIndex {
         }
     }
 
-    fn weight_params(cfg: &AssociationConfig) -> EdgeWeightParams {
-        EdgeWeightParams {
-            intensity_factor: cfg.intensity_factor,
-            confidence_factor: cfg.confidence_factor,
-            preference: cfg.preference,
+    fn weight_params(cfg: &AssociationConfig) -> WalkWeights {
+        WalkWeights {
+            edges: EdgeWeightParams {
+                intensity_factor: cfg.intensity_factor,
+                confidence_factor: cfg.confidence_factor,
+                preference: cfg.preference,
+            },
+            reverse: cfg.reverse_links,
         }
     }
 
@@ -615,7 +634,16 @@ impl RetrievalIndex {
         }
         let csr = Arc::make_mut(&mut c.csr);
         let mut weights = Vec::new();
-        for &u in changed {
+        // A node's factor also weighs its links walked backwards, in its targets' rows.
+        let mut rows: Vec<u32> = changed.to_vec();
+        if c.params.reverse > 0.0 {
+            for &u in changed {
+                rows.extend(self.out_edges(u as usize).iter().map(|e| e.to));
+            }
+            rows.sort_unstable();
+            rows.dedup();
+        }
+        for &u in &rows {
             let ok = self.patch_row(csr, &c.params, u as usize, &new.factors, &mut weights);
             if !ok {
                 *guard = None;
@@ -631,22 +659,21 @@ impl RetrievalIndex {
     fn patch_row(
         &self,
         csr: &mut Csr,
-        params: &EdgeWeightParams,
+        params: &WalkWeights,
         u: usize,
         decay: &[f64],
         weights: &mut Vec<f64>,
     ) -> bool {
-        let (Some(&a), Some(&b)) = (self.edge_offsets.get(u), self.edge_offsets.get(u + 1)) else {
+        if u >= self.nodes.len() {
             return false;
-        };
-        let factor = decay.get(u).copied().unwrap_or(1.0);
+        }
         weights.clear();
         let mut targets = Vec::new();
-        for e in &self.edges[a as usize..b as usize] {
-            let w = self.edge_weight(e, params, factor);
+        // The row as build_csr lays it out: links out of u, then links into u walked back.
+        for (to, w) in self.row_weights(u, params, Some(decay)) {
             if w > 0.0 {
                 weights.push(w);
-                targets.push(e.to);
+                targets.push(to);
             }
         }
         if csr.row(u).0 != targets.as_slice() {
@@ -668,8 +695,52 @@ impl RetrievalIndex {
         self.csr_builds.load(Ordering::Relaxed)
     }
 
-    fn edge_weight(&self, e: &RawEdge, params: &EdgeWeightParams, factor: f64) -> f64 {
-        if self.nodes[e.to as usize].kind == NodeKind::Procedure {
+    fn out_edges(&self, u: usize) -> &[RawEdge] {
+        match (self.edge_offsets.get(u), self.edge_offsets.get(u + 1)) {
+            (Some(&a), Some(&b)) => &self.edges[a as usize..b as usize],
+            _ => &[],
+        }
+    }
+
+    /// Row `u` of the transition matrix before normalising, `(target, weight)`: u's links
+    /// forwards, then (when `reverse` > 0) the links into u walked backwards at `reverse` ×
+    /// their weight. A link's decay factor is its source's, in both directions.
+    fn row_weights<'a>(
+        &'a self,
+        u: usize,
+        params: &'a WalkWeights,
+        decay: Option<&'a [f64]>,
+    ) -> impl Iterator<Item = (u32, f64)> + 'a {
+        let factor = move |e: &RawEdge| {
+            decay
+                .and_then(|d| d.get(e.from as usize))
+                .copied()
+                .unwrap_or(1.0)
+        };
+        let forward = self
+            .out_edges(u)
+            .iter()
+            .map(move |e| (e.to, self.edge_weight(e, e.to, &params.edges, factor(e))));
+        let backward: &[u32] = match (self.in_offsets.get(u), self.in_offsets.get(u + 1)) {
+            (Some(&a), Some(&b)) if params.reverse > 0.0 => &self.in_edges[a as usize..b as usize],
+            _ => &[],
+        };
+        // Trigger→action links stay one-way (a habit does not evoke back along its trigger).
+        let backward = backward.iter().filter_map(move |&k| {
+            let e = self.edges.get(k as usize)?;
+            let w = match e.class {
+                EdgeClass::Proc => 0.0,
+                _ => params.reverse * self.edge_weight(e, e.from, &params.edges, factor(e)),
+            };
+            Some((e.from, w))
+        });
+        forward.chain(backward)
+    }
+
+    /// The weight of walking link `e` into node `target` (its target, or its source when
+    /// walked backwards).
+    fn edge_weight(&self, e: &RawEdge, target: u32, params: &EdgeWeightParams, factor: f64) -> f64 {
+        if self.nodes[target as usize].kind == NodeKind::Procedure {
             // Actions are found by Bayes, not by the walk.
             return 0.0;
         }
@@ -688,17 +759,12 @@ impl RetrievalIndex {
         )
     }
 
-    fn build_csr(&self, params: &EdgeWeightParams, decay: Option<&[f64]>) -> Result<Csr> {
+    fn build_csr(&self, params: &WalkWeights, decay: Option<&[f64]>) -> Result<Csr> {
         self.csr_builds.fetch_add(1, Ordering::Relaxed);
-        let weighted: Vec<(u32, u32, f64)> = self
-            .edges
-            .iter()
-            .map(|e| {
-                let factor = decay
-                    .and_then(|d| d.get(e.from as usize))
-                    .copied()
-                    .unwrap_or(1.0);
-                (e.from, e.to, self.edge_weight(e, params, factor))
+        let weighted: Vec<(u32, u32, f64)> = (0..self.nodes.len())
+            .flat_map(|u| {
+                self.row_weights(u, params, decay)
+                    .map(move |(to, w)| (u as u32, to, w))
             })
             .collect();
         Csr::from_edges(self.nodes.len(), &weighted)
@@ -722,6 +788,26 @@ impl RetrievalIndex {
             Err(std::sync::TryLockError::WouldBlock) => f(&mut PprWorkspace::new()),
         }
     }
+}
+
+/// The links grouped by target: `(offsets, link indices)`, each group in `edges` order.
+/// Complexity: O(nodes + links).
+fn invert_edges(n: usize, edges: &[RawEdge]) -> (Vec<u32>, Vec<u32>) {
+    let mut offsets = vec![0u32; n + 1];
+    for e in edges {
+        offsets[e.to as usize + 1] += 1;
+    }
+    for i in 0..n {
+        offsets[i + 1] += offsets[i];
+    }
+    let mut fill = offsets.clone();
+    let mut out = vec![0u32; edges.len()];
+    for (k, e) in edges.iter().enumerate() {
+        let at = &mut fill[e.to as usize];
+        out[*at as usize] = k as u32;
+        *at += 1;
+    }
+    (offsets, out)
 }
 
 /// The inverted tag lists of `v` (offsets by distinct tag, then node positions).

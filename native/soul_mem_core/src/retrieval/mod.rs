@@ -40,8 +40,8 @@ pub use actions::{actions_for, habit_likeness};
 pub use bayes::{actions_from_sources, bayes_actions, situation_sources, softmax, ActionScore};
 pub use config::{
     AssociateWithActionConfig, AssociationConfig, BayesActionConfig, BlendWeights,
-    DefaultPipelineConfig, FusionConfig, FusionMethod, PipelineConfig, ShortOnlyConfig,
-    SimilarityConfig, TypePreference,
+    DefaultPipelineConfig, FusionConfig, FusionMethod, LiftTargets, PipelineConfig,
+    ShortOnlyConfig, SimilarityConfig, TypePreference,
 };
 pub use field_texts::{node_texts, FieldKind};
 pub use field_vectors::NodeVectors;

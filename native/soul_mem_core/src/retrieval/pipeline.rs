@@ -4,7 +4,8 @@
 use super::actions::actions_for;
 use super::bayes::{actions_from_sources, situation_sources, top, ActionScore};
 use super::config::{
-    AssociateWithActionConfig, AssociationConfig, FusionMethod, PipelineConfig, ShortOnlyConfig,
+    AssociateWithActionConfig, AssociationConfig, FusionMethod, LiftTargets, PipelineConfig,
+    ShortOnlyConfig,
 };
 use super::fusion::{
     bit, calibrate_in_place, channels_of, fuse_similarity, Channel, FusedSimilarity,
@@ -594,7 +595,12 @@ impl DefaultPipeline {
             } else {
                 0.0
             };
-            let assoc_part = if av.is_finite() { f64::from(av) } else { 0.0 };
+            let liftable = kind.is_situation() || a.lift == LiftTargets::All;
+            let assoc_part = if av.is_finite() && liftable {
+                f64::from(av)
+            } else {
+                0.0
+            };
             if kind.is_situation() {
                 sit_sources.push((i as u32, 0.5 * (sim_part + assoc_part)));
             }

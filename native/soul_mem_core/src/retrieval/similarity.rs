@@ -8,6 +8,7 @@ use super::field_vectors::{FieldProbe, QVec};
 use super::index::RetrievalIndex;
 use super::query::{EmbeddedQuery, EmbeddedVariant, TimeRange};
 use super::top_k::{push_top, top_k, SMALL_K};
+use crate::import::SELF_NODE_ID;
 use crate::model::NodeKind;
 use rayon::prelude::*;
 
@@ -561,6 +562,53 @@ pub struct DenseChannels {
     pub raw: Vec<f32>,
 }
 
+/// A character's habits are its own: the self note (`sem_self`) holds every procedure, and a
+/// semantic note the procedures it links to (its self-knowledge). Each such note's dense and
+/// fused raw score rises to `weight` × the best cosine of its habits' action texts against
+/// the query ([`super::actions::habit_cosines`]): a message that describes what the
+/// character habitually does ("always promising drawings and never delivering") recalls who
+/// the character is, as much as the habit. Complexity: one scan of the habit rows plus
+/// O(nodes + their action links).
+fn own_habits(idx: &RetrievalIndex, q: &EmbeddedQuery, weight: f32, out: &mut DenseChannels) {
+    let habit = super::actions::habit_cosines(idx, q);
+    let best_of = |v: &[f32]| {
+        v.iter()
+            .copied()
+            .filter(|c| c.is_finite())
+            .fold(f32::NEG_INFINITY, f32::max)
+    };
+    // The self holds every habit, so it answers for them only when the query is more like
+    // one of them than like any memory: when it describes a habit.
+    let any_habit = best_of(&habit);
+    let any_habit = if any_habit < best_of(&out.dense) {
+        f32::NEG_INFINITY
+    } else {
+        any_habit
+    };
+    for (i, (dense, raw)) in out.dense.iter_mut().zip(out.raw.iter_mut()).enumerate() {
+        let Some(node) = idx.node(i).filter(|n| n.kind == NodeKind::Semantic) else {
+            continue;
+        };
+        let best = if node.readable_id == SELF_NODE_ID {
+            any_habit
+        } else {
+            idx.action_edges(i)
+                .iter()
+                .filter_map(|&(p, _)| habit.get(p as usize).copied())
+                .filter(|c| c.is_finite())
+                .fold(f32::NEG_INFINITY, f32::max)
+        };
+        if best.is_finite() {
+            let v = weight * best;
+            for slot in [dense, raw] {
+                if !(slot.is_finite() && *slot >= v) {
+                    *slot = v;
+                }
+            }
+        }
+    }
+}
+
 /// Every node's [`DenseChannels`] for `q`. Unlike [`similarity`] there is no floor and no
 /// top-k: the calibrated fusion needs each channel's whole distribution. Only the string
 /// channel is skipped for nodes it cannot lift into the best `STRING_POOL` (64) dense scores.
@@ -599,6 +647,9 @@ pub fn similarity_channels(
             if let (Some(r), Some(slot)) = (blend(w, tag, variant), out.raw.get_mut(i)) {
                 *slot = r;
             }
+        }
+        if w.own_habits > 0.0 {
+            own_habits(idx, q, w.own_habits, &mut out);
         }
         let alpha = w.string_blend_alpha;
         // The string channel can only raise a node to α·e + (1 − α); nodes that cannot reach
