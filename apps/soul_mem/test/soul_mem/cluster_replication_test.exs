@@ -44,6 +44,22 @@ defmodule SoulMem.ClusterReplicationTest do
 
   defp message(text), do: %{role: :user, text: text, at: DateTime.utc_now()}
 
+  # A push as a client makes it (the endpoint does the same): started, then
+  # pushed. A character may move in between (its home changed and it is
+  # Idle): started again then.
+  defp push(via, id, text) do
+    {result, _waited} =
+      until_ok(
+        fn ->
+          with {:ok, _} <- :erpc.call(via, SoulMem, :ensure_started, [id]),
+               do: :erpc.call(via, SoulMem, :push, [id, message(text)])
+        end,
+        10_000
+      )
+
+    result
+  end
+
   # The window as a client reads it: started through `via`, then read. The
   # character may move between the two (its home changed and it went Idle):
   # read again then.
@@ -110,7 +126,7 @@ defmodule SoulMem.ClusterReplicationTest do
 
     for i <- 51..100 do
       via = Enum.at([a, b, c], rem(i, 3))
-      assert :ok = :erpc.call(via, SoulMem, :push, [writer, message("m#{i}")])
+      assert :ok = push(via, writer, "m#{i}")
     end
 
     # The stored one has moved with its file (the rebalance c's arrival
@@ -172,7 +188,11 @@ defmodule SoulMem.ClusterReplicationTest do
     {_, ^c} = start(:repl_c, names, root, extra)
     await([a, b, c])
     assert {:ok, _} = :erpc.call(c, SoulMem, :ensure_started, [id])
-    assert texts(c, id) == for(i <- 1..170, do: "m#{i}")
+    expected = for(i <- 1..170, do: "m#{i}")
+    got = texts(c, id)
+
+    assert got == expected,
+           "extra #{inspect(got -- expected)}, missing #{inspect(expected -- got)}"
 
     assert [%{"id" => ^id, "epoch" => 0, "winner_epoch" => 1}] =
              :erpc.call(c, SoulMem.Cluster, :conflicts, [])
@@ -244,8 +264,14 @@ defmodule SoulMem.ClusterReplicationTest do
     end
 
     # c's copy, with the writes it acknowledged alone, is kept and reported.
-    assert [%{"id" => ^id, "epoch" => 0, "winner_epoch" => 1, "window" => 25, "kept" => kept}] =
-             :erpc.call(c, SoulMem.Cluster, :conflicts, [])
+    assert [
+             %{"id" => ^id, "epoch" => 0, "winner_epoch" => 1, "window" => 25, "kept" => kept} =
+               report
+           ] = :erpc.call(c, SoulMem.Cluster, :conflicts, [])
+
+    # The report lists them.
+    assert Enum.map(report["window_tail"], & &1["text"]) ==
+             for(i <- 1..20, do: "both #{i}") ++ for(i <- 1..5, do: "c side #{i}")
 
     assert :erpc.call(c, File, :regular?, [kept])
   end

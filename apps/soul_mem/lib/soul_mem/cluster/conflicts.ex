@@ -9,8 +9,8 @@ defmodule SoulMem.Cluster.Conflicts do
   epochs, the copy on the node ranked first for the character. The winner
   serves from then on; the loser is never deleted: its store file goes to
   `<data_dir>/conflicts/<id>-e<epoch>-<time>.db` with a JSON report beside
-  it (what it held: notes, window messages, the newest message's time; the
-  winner), a warning is logged, and `list/0` (`SoulMem.Cluster.conflicts/0`)
+  it (what it held: notes, window messages, the newest message's time, its
+  newest 50 window messages; the winner), a warning is logged, and `list/0` (`SoulMem.Cluster.conflicts/0`)
   shows every report. After a crash the loser holds at most the writes the
   home committed but never acknowledged; after a split, the writes its side
   acknowledged while cut off: they are in the kept file, exportable with
@@ -20,6 +20,9 @@ defmodule SoulMem.Cluster.Conflicts do
   require Logger
 
   alias SoulMem.Store
+
+  # Window messages of the losing copy listed in its report.
+  @tail_messages 50
 
   @doc "The directory of set-aside copies and their reports."
   @spec dir() :: Path.t()
@@ -54,6 +57,7 @@ defmodule SoulMem.Cluster.Conflicts do
 
     case Store.peek(store) do
       {:ok, peek} ->
+        tail = window_tail(id)
         stamp = DateTime.utc_now() |> DateTime.to_unix(:millisecond)
         base = Path.basename(store, ".db") <> "-e#{peek.epoch}-#{stamp}"
         kept = Path.join(dir(), base <> ".db")
@@ -75,6 +79,7 @@ defmodule SoulMem.Cluster.Conflicts do
           "notes" => peek.notes,
           "window" => peek.window,
           "last_message_at" => peek.last_message_at && DateTime.to_iso8601(peek.last_message_at),
+          "window_tail" => tail,
           "at" => DateTime.utc_now() |> DateTime.to_iso8601()
         }
 
@@ -93,6 +98,27 @@ defmodule SoulMem.Cluster.Conflicts do
 
       {:error, _} ->
         :none
+    end
+  end
+
+  # The newest window messages of the losing copy (the writes acknowledged on its side since
+  # a split are the newest), for the report; [] when it cannot be read.
+  defp window_tail(id) do
+    with {:ok, store} <- Store.open(Store.data_dir(), id, in_use_retries: 9) do
+      try do
+        case Store.load(store, graph: false) do
+          {:ok, state} ->
+            for m <- Enum.take(state.window, -@tail_messages),
+                do: %{"role" => m.role, "text" => m.text, "at" => DateTime.to_iso8601(m.at)}
+
+          {:error, _} ->
+            []
+        end
+      after
+        Store.close(store)
+      end
+    else
+      {:error, _} -> []
     end
   end
 

@@ -85,26 +85,28 @@ defmodule SoulMem.Cluster.Moves do
     if Membership.known() == nil or others == [] or running_here?(id) do
       :here
     else
-      {primaries, in_transit?} = copies_elsewhere(id, others)
+      {primaries, moving} = copies_elsewhere(id, others)
+      mine = local_epoch(id)
 
       cond do
+        # A copy on its way (here, or elsewhere) that is newer than this node's, or this
+        # node has none: wait for it rather than start an old or empty one. (At an equal
+        # epoch the copy here is the one that arrived.)
+        Enum.any?(moving, fn {epoch, _node} -> mine == nil or epoch > mine end) -> :moving
         primaries != [] -> primaries |> newest(id) |> follow(id)
-        # On its way (here, or elsewhere): never start it empty meanwhile.
-        in_transit? and local_epoch(id) == nil -> :moving
         true -> :here
       end
     end
   end
 
-  # What the other live members hold of `id`: their primary copies as
-  # `{epoch, node}`, and whether one is moving it.
+  # What the other live members hold of `id`, as `{epoch, node}`: their
+  # primary copies, and the copies they are moving.
   defp copies_elsewhere(id, others) do
-    answers = :erpc.multicall(others, __MODULE__, :holding, [id], @locate_timeout)
+    answers =
+      Enum.zip(:erpc.multicall(others, __MODULE__, :holding, [id], @locate_timeout), others)
 
-    primaries =
-      for {{:ok, {:primary, epoch}}, node} <- Enum.zip(answers, others), do: {epoch, node}
-
-    {primaries, Enum.any?(answers, &match?({:ok, {:moving, _}}, &1))}
+    {for({{:ok, {:primary, epoch}}, node} <- answers, do: {epoch, node}),
+     for({{:ok, {:moving, epoch}}, node} <- answers, do: {epoch, node})}
   end
 
   defp newest(copies, id),
@@ -419,11 +421,18 @@ defmodule SoulMem.Cluster.Moves do
           where(id) != :here or not Store.exists?(Store.data_dir(), id) -> :ok
           home == node() and not MapSet.member?(running, id) -> Replication.ensure_replica(id)
           home == node() or not Membership.live?(home) -> :ok
-          MapSet.member?(running, id) and working?(id) -> :ets.insert(@table, {id, :pending})
+          MapSet.member?(running, id) and working?(id) -> pend(id, home)
           true -> move(id, home)
         end
       end
     end
+  end
+
+  # Marked to move at its next Idle; one that went Idle meanwhile (its idle/1
+  # found no mark) moves now.
+  defp pend(id, home) do
+    :ets.insert(@table, {id, :pending})
+    if not working?(id) and :ets.lookup(@table, id) == [{id, :pending}], do: move(id, home)
   end
 
   # Running and Working: it moves at its next Idle (Idle already, or
@@ -443,7 +452,7 @@ defmodule SoulMem.Cluster.Moves do
   # A running character whose copy lost to a newer one elsewhere: stopped
   # (written back), set aside, forwarded.
   defp reconcile_running(id) do
-    {primaries, _in_transit?} = copies_elsewhere(id, Membership.live() -- [node()])
+    {primaries, _moving} = copies_elsewhere(id, Membership.live() -- [node()])
 
     with [_ | _] <- primaries,
          {_epoch, node} = theirs <- newest(primaries, id),
