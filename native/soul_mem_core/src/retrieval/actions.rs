@@ -24,12 +24,11 @@ use super::query::{EmbeddedQuery, EmbeddedVariant};
 use super::top_k::{by_score, top_k};
 use std::collections::HashSet;
 
-/// Each habit's likeness to the query by position (NaN for other nodes): its
-/// [`habit_cosines`], calibrated over the character's habits (per `fcfg`: z-scored and
-/// logistic by default, 0.5 = an average habit).
-/// Complexity: that of [`habit_cosines`].
-pub fn habit_likeness(idx: &RetrievalIndex, q: &EmbeddedQuery, fcfg: &FusionConfig) -> Vec<f32> {
-    let mut out = habit_cosines(idx, q);
+/// Each habit's likeness to the query by position (NaN for other nodes): its cosines
+/// ([`habit_cosines`]), calibrated over the character's habits (per `fcfg`: z-scored and
+/// logistic by default, 0.5 = an average habit). Complexity: O(nodes).
+pub fn habit_likeness(cosines: &[f32], fcfg: &FusionConfig) -> Vec<f32> {
+    let mut out = cosines.to_vec();
     calibrate_in_place(&mut out, fcfg.method, fcfg.rrf_k, 0);
     out
 }
@@ -69,12 +68,12 @@ pub fn habit_cosines(idx: &RetrievalIndex, q: &EmbeddedQuery) -> Vec<f32> {
 }
 
 /// The action channel of one query: Bayes over the situation `sources` (position, score in
-/// [0, 1]) plus `habit_match` × each habit's calibrated likeness to `q`; best
-/// `min(bayes.top_k, action_top_k)`. Complexity: O(Σ source out-degree + habits × query
-/// texts × dim).
+/// [0, 1]) plus `habit_match` × each habit's calibrated likeness to the query (from its
+/// [`habit_cosines`], `habits`); best `min(bayes.top_k, action_top_k)`.
+/// Complexity: O(Σ source out-degree + nodes).
 pub fn actions_for(
     idx: &RetrievalIndex,
-    q: &EmbeddedQuery,
+    habits: &[f32],
     sources: &[(u32, f64)],
     cfg: &AssociateWithActionConfig,
     fusion: &FusionConfig,
@@ -82,7 +81,7 @@ pub fn actions_for(
     if cfg.habit_match <= 0.0 {
         return actions_from_sources(idx, sources, cfg);
     }
-    let like = habit_likeness(idx, q, fusion);
+    let like = habit_likeness(habits, fusion);
     // Only a habit more like the query than the character's habits on average counts
     // (calibrated 0.5 = average): otherwise every habit would always be "evoked".
     let evidence = |a: u32| {

@@ -1,7 +1,7 @@
 //! Association (PPR), Bayes actions, AssociateWithAction and the DefaultPipeline, with
 //! traced results and the multi-query merge.
 
-use super::actions::actions_for;
+use super::actions::{actions_for, habit_cosines};
 use super::bayes::{actions_from_sources, situation_sources, top, ActionScore};
 use super::config::{
     AssociateWithActionConfig, AssociationConfig, FusionMethod, LiftTargets, PipelineConfig,
@@ -265,16 +265,18 @@ pub fn query_terms(q: &SubQuery) -> Vec<String> {
         .collect()
 }
 
-/// Similarity seeds of one sub-query: the calibrated fusion of its channels, the nodes that
+/// Similarity seeds of one sub-query (`habits`: its [`habit_cosines`], for the notes that hold
+/// habits): the calibrated fusion of its channels, the nodes that
 /// pass the floor (on the model's cosine scale; a node with no embedding channel passes on
 /// a shared word), best `max_results` first, and the whole fused table for the merge.
 pub fn seeds_of(
     idx: &RetrievalIndex,
     q: &EmbeddedQuery,
     terms: &[String],
+    habits: &[f32],
     cfg: &PipelineConfig,
 ) -> (Vec<(u32, f64)>, FusedSimilarity) {
-    let dense = similarity_channels(idx, q, &cfg.similarity);
+    let dense = similarity_channels(idx, q, habits, &cfg.similarity);
     let lexical = if cfg.similarity.fusion.lexical > 0.0 && !terms.is_empty() {
         idx.lexical_scores(terms)
     } else {
@@ -542,7 +544,14 @@ impl DefaultPipeline {
         cfg: &PipelineConfig,
         decay: Option<&EdgeDecay>,
     ) -> Result<QueryOutcome> {
-        let (seeds, fused) = seeds_of(idx, q, terms, cfg);
+        let awa = &cfg.assoc_with_action;
+        // One scan of the habits serves the notes that hold them and the action channel.
+        let habits = if cfg.similarity.blend.own_habits > 0.0 || awa.habit_match > 0.0 {
+            habit_cosines(idx, q)
+        } else {
+            Vec::new()
+        };
+        let (seeds, fused) = seeds_of(idx, q, terms, &habits, cfg);
         let a = &cfg.assoc_with_action.association;
         let gamma = a.hub_exponent;
         let sources: Vec<(u32, f64)> = seeds
@@ -654,9 +663,8 @@ impl DefaultPipeline {
             })
             .collect();
 
-        let awa = &cfg.assoc_with_action;
         let sit_sources = top_k(sit_sources.into_iter(), cfg.max_memories, by_score);
-        let actions = actions_for(idx, q, &sit_sources, awa, fcfg);
+        let actions = actions_for(idx, &habits, &sit_sources, awa, fcfg);
 
         // Self-knowledge: procedures linked from semantic memories (never actions).
         let mut sk: HashMap<u32, (f64, Vec<u32>)> = HashMap::new();

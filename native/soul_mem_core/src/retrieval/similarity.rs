@@ -569,8 +569,7 @@ pub struct DenseChannels {
 /// character habitually does ("always promising drawings and never delivering") recalls who
 /// the character is, as much as the habit. Complexity: one scan of the habit rows plus
 /// O(nodes + their action links).
-fn own_habits(idx: &RetrievalIndex, q: &EmbeddedQuery, weight: f32, out: &mut DenseChannels) {
-    let habit = super::actions::habit_cosines(idx, q);
+fn own_habits(idx: &RetrievalIndex, habit: &[f32], weight: f32, out: &mut DenseChannels) {
     let best_of = |v: &[f32]| {
         v.iter()
             .copied()
@@ -579,7 +578,7 @@ fn own_habits(idx: &RetrievalIndex, q: &EmbeddedQuery, weight: f32, out: &mut De
     };
     // The self holds every habit, so it answers for them only when the query is more like
     // one of them than like any memory: when it describes a habit.
-    let any_habit = best_of(&habit);
+    let any_habit = best_of(habit);
     let any_habit = if any_habit < best_of(&out.dense) {
         f32::NEG_INFINITY
     } else {
@@ -609,7 +608,9 @@ fn own_habits(idx: &RetrievalIndex, q: &EmbeddedQuery, weight: f32, out: &mut De
     }
 }
 
-/// Every node's [`DenseChannels`] for `q`. Unlike [`similarity`] there is no floor and no
+/// Every node's [`DenseChannels`] for `q`, whose habit cosines are `habits`
+/// ([`super::actions::habit_cosines`], for the notes that hold habits; empty when the
+/// caller needs none). Unlike [`similarity`] there is no floor and no
 /// top-k: the calibrated fusion needs each channel's whole distribution. Only the string
 /// channel is skipped for nodes it cannot lift into the best `STRING_POOL` (64) dense scores.
 ///
@@ -618,6 +619,7 @@ fn own_habits(idx: &RetrievalIndex, q: &EmbeddedQuery, weight: f32, out: &mut De
 pub fn similarity_channels(
     idx: &RetrievalIndex,
     q: &EmbeddedQuery,
+    habits: &[f32],
     cfg: &SimilarityConfig,
 ) -> DenseChannels {
     let n = idx.len();
@@ -649,7 +651,7 @@ pub fn similarity_channels(
             }
         }
         if w.own_habits > 0.0 {
-            own_habits(idx, q, w.own_habits, &mut out);
+            own_habits(idx, habits, w.own_habits, &mut out);
         }
         let alpha = w.string_blend_alpha;
         // The string channel can only raise a node to α·e + (1 − α); nodes that cannot reach
