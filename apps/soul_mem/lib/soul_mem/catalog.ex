@@ -380,7 +380,7 @@ defmodule SoulMem.Catalog do
         with {:ok, json} <- Store.export_json(store),
              backup = backup_path(data_dir, path),
              :ok <- write_backup(backup, json) do
-          for suffix <- ["", "-wal", "-shm"], do: File.rm(path <> suffix)
+          Store.remove_file(path)
           {:ok, %{backup: backup}}
         end
 

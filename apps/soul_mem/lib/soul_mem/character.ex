@@ -230,8 +230,8 @@ defmodule SoulMem.Character do
   end
 
   defp start(state, settings, store) do
-    replica = Replication.start(store)
-    server = %{state: state, settings: settings, store: store, memory: nil, replica: replica}
+    # No replica link yet: the first sync sends a snapshot (and turns capture on).
+    server = %{state: state, settings: settings, store: store, memory: nil, replica: nil}
     {:ok, Map.merge(server, %{timers: %{}, tasks: %{}, subscribers: %{}}), {:continue, :load}}
   end
 

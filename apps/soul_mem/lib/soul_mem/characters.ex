@@ -72,8 +72,8 @@ defmodule SoulMem.Characters do
   defp stand_in(id) do
     cond do
       not Replication.enabled?() -> :ok
-      match?({:ok, _}, Replication.adopt(id)) -> :ok
       Store.exists?(Store.data_dir(), id) -> :ok
+      match?({:ok, _}, Replication.adopt(id)) -> :ok
       Replication.standing_in?(id) -> {:error, :home_node_down}
       true -> :ok
     end

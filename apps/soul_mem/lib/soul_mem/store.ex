@@ -70,6 +70,35 @@ defmodule SoulMem.Store do
   @spec exists?(String.t(), String.t()) :: boolean()
   def exists?(data_dir, character), do: File.regular?(path(data_dir, character))
 
+  # SQLite keeps a closed WAL-mode database's uncheckpointed pages beside it
+  # (after a crash): the file is these three.
+  @wal_files ["-wal", "-shm"]
+
+  @doc """
+  Removes the closed store file at `path` with its WAL files (missing ones
+  are fine).
+  """
+  @spec remove_file(Path.t()) :: :ok
+  def remove_file(path) when is_binary(path) do
+    for suffix <- ["" | @wal_files], do: File.rm(path <> suffix)
+    :ok
+  end
+
+  @doc """
+  Renames the closed store file at `from` to `to`, its WAL files with it
+  (the directory of `to` is made): the result of renaming the database.
+  """
+  @spec rename_file(Path.t(), Path.t()) :: :ok | {:error, File.posix()}
+  def rename_file(from, to) when is_binary(from) and is_binary(to) do
+    File.mkdir_p!(Path.dirname(to))
+
+    for suffix <- @wal_files,
+        File.exists?(from <> suffix),
+        do: File.rename(from <> suffix, to <> suffix)
+
+    File.rename(from, to)
+  end
+
   @doc """
   Opens (creating it and the directory if needed) the store of `character`
   under `data_dir`. Holds the file's lock until `close/1` or until the

@@ -61,13 +61,7 @@ defmodule SoulMem.Cluster.Conflicts do
         stamp = DateTime.utc_now() |> DateTime.to_unix(:millisecond)
         base = Path.basename(store, ".db") <> "-e#{peek.epoch}-#{stamp}"
         kept = Path.join(dir(), base <> ".db")
-        File.mkdir_p!(dir())
-
-        for suffix <- ["-wal", "-shm"],
-            File.exists?(store <> suffix),
-            do: File.rename(store <> suffix, kept <> suffix)
-
-        File.rename!(store, kept)
+        :ok = Store.rename_file(store, kept)
 
         report = %{
           "id" => id,

@@ -121,7 +121,7 @@ defmodule SoulMem.Cluster.Moves do
 
       cond do
         mine == nil -> held_by(id, node)
-        Conflicts.beats?(id, theirs, mine) -> set_aside(id, theirs) && held_by(id, node)
+        Conflicts.beats?(id, theirs, mine) -> yield_to(id, theirs)
         true -> :here
       end
     end)
@@ -132,9 +132,16 @@ defmodule SoulMem.Cluster.Moves do
     {:moved, node}
   end
 
+  # The copy here lost to `theirs`: kept and reported.
   defp set_aside(id, {epoch, node}) do
     _ = Conflicts.set_aside(id, node, epoch)
-    true
+    :ok
+  end
+
+  # ... and requests go to the winner from now on.
+  defp yield_to(id, {_epoch, node} = theirs) do
+    set_aside(id, theirs)
+    held_by(id, node)
   end
 
   @doc false
@@ -195,7 +202,7 @@ defmodule SoulMem.Cluster.Moves do
       cond do
         mine == nil -> :ok
         running_here?(id) or not Conflicts.beats?(id, theirs, mine) -> {:error, :exists}
-        true -> set_aside(id, theirs) && :ok
+        true -> set_aside(id, theirs)
       end
     end)
   end
@@ -414,7 +421,8 @@ defmodule SoulMem.Cluster.Moves do
       running = Characters.list() |> Enum.map(&elem(&1, 0)) |> MapSet.new()
 
       for %{id: id} <- Catalog.list(), :ets.lookup(@table, id) in [[], [{id, :pending}]] do
-        if MapSet.member?(running, id), do: reconcile_running(id), else: where(id)
+        # A stored copy that lost is set aside by where/1's lookup of the others.
+        if MapSet.member?(running, id), do: reconcile_running(id)
         home = Placement.home(id)
 
         cond do
@@ -455,12 +463,12 @@ defmodule SoulMem.Cluster.Moves do
     {primaries, _moving} = copies_elsewhere(id, Membership.live() -- [node()])
 
     with [_ | _] <- primaries,
-         {_epoch, node} = theirs <- newest(primaries, id),
+         theirs <- newest(primaries, id),
          mine when is_integer(mine) <- local_epoch(id),
          true <- Conflicts.beats?(id, theirs, mine),
          true <- :ets.insert_new(@table, {id, :moving}) do
       _ = stop(id)
-      locked(id, fn -> set_aside(id, theirs) && held_by(id, node) end)
+      locked(id, fn -> yield_to(id, theirs) end)
     end
   end
 

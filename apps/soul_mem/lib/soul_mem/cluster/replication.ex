@@ -60,30 +60,13 @@ defmodule SoulMem.Cluster.Replication do
   """
   @spec target(String.t()) :: node() | nil
   def target(id) do
-    id
-    |> Placement.ranking()
-    |> Enum.drop_while(&(&1 != node()))
-    |> Enum.drop(1)
-    |> Kernel.++(Placement.ranking(id))
-    |> Enum.find(&(&1 != node() and Membership.live?(&1)))
+    {before, from_here} = id |> Placement.ranking() |> Enum.split_while(&(&1 != node()))
+    Enum.find(from_here ++ before, &(&1 != node() and Membership.live?(&1)))
   end
 
   @doc "The path of character `id`'s replica in this node's data directory."
   @spec path(String.t()) :: Path.t()
   def path(id), do: Store.path(Path.join(Store.data_dir(), "replicas"), id)
-
-  @doc """
-  Prepares a freshly opened `store` for replication: capture on when
-  replication is enabled. Returns the initial link (`nil`: the first `sync/3`
-  sends a snapshot).
-  """
-  @spec start(Store.t() | nil) :: link()
-  def start(nil), do: nil
-
-  def start(store) do
-    if enabled?(), do: Replica.capture(store, true)
-    nil
-  end
 
   @doc """
   Ships what `store` wrote since the last call to the replica of `id`
@@ -245,29 +228,10 @@ defmodule SoulMem.Cluster.Replication do
 
       true ->
         with {:ok, epoch} <- Replica.promote(replica),
-             :ok <- rename_db(replica, store) do
+             :ok <- Store.rename_file(replica, store) do
           Logger.warning("replication: #{id} taken over on #{node()} at epoch #{epoch}")
           {:ok, epoch}
         end
     end
-  end
-
-  # A store file with its WAL (the replica is closed, its WAL checkpointed or
-  # not): both move.
-  defp rename_db(from, to) do
-    File.mkdir_p!(Path.dirname(to))
-
-    for suffix <- ["-wal", "-shm"],
-        File.exists?(from <> suffix),
-        do: File.rename!(from <> suffix, to <> suffix)
-
-    File.rename(from, to)
-  end
-
-  @doc "Removes this node's replica of `id`, if any (its home moved, or it was promoted)."
-  @spec drop(String.t()) :: :ok
-  def drop(id) do
-    for suffix <- ["", "-wal", "-shm"], do: File.rm(path(id) <> suffix)
-    :ok
   end
 end

@@ -120,7 +120,7 @@ defmodule SoulMem.Cluster.Transfer do
 
   # A replica is replaced whole: its old WAL must not be replayed onto the new file.
   defp install(_id, temp, dest, :replica) do
-    replace(dest, :replica)
+    SoulMem.Store.remove_file(dest)
     File.rename(temp, dest)
   end
 
@@ -132,11 +132,6 @@ defmodule SoulMem.Cluster.Transfer do
         SoulMem.Cluster.Moves.arrived(id)
       end
     end)
-  end
-
-  defp replace(dest, :replica) do
-    for suffix <- ["", "-wal", "-shm"], do: File.rm(dest <> suffix)
-    :ok
   end
 
   @doc false
