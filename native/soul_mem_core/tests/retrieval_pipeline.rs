@@ -303,6 +303,70 @@ fn a_query_describing_a_habit_recalls_the_self_who_has_it() {
 }
 
 #[test]
+fn a_habit_is_fused_over_its_tags_like_any_note() {
+    // The friend's text is the query's; the habit's is close and shares the query's tag.
+    // Over the same channels (tag and text) the habit is the closer: the self answers.
+    let build = |habit_tag: &str| {
+        let mut p1 = proc_node("p1", "总是拖稿总是拖稿啊");
+        p1.tags = vec![habit_tag.to_string()];
+        let g = graph(vec![
+            sem("sem_self", "小红", "一个学生", &["自身"]),
+            sem("friend", "总是拖稿", "总是拖稿", &["朋友"]),
+            p1,
+        ]);
+        RetrievalIndex::build_with_embedder(&g, &HashEmbedder::new(128).unwrap()).unwrap()
+    };
+    let e = HashEmbedder::new(128).unwrap();
+    let q: Vec<SubQuery> = serde_json::from_str(
+        r#"[{"priority":1,"tag":["习惯"],"variant":{"Semantic":[{"concept_identifier":"总是拖稿","description":"总是拖稿"}]}}]"#,
+    )
+    .unwrap();
+    let mut cfg = PipelineConfig::default();
+    cfg.similarity.similarity_threshold = 0.2;
+    let recalls_self = |idx: &RetrievalIndex| {
+        let r = DefaultPipeline::run_with_embedder(idx, &q, &e, &cfg, None).unwrap();
+        r.memories.iter().any(|m| m.readable_id == "sem_self")
+    };
+    assert!(recalls_self(&build("习惯")));
+    // The same habit under an unrelated tag is less like the query than the friend.
+    assert!(!recalls_self(&build("天气")));
+}
+
+#[test]
+fn a_query_describing_a_habit_walks_from_where_the_habit_happens() {
+    // s_rain triggers the habit but shares no words with the query: only the walk that
+    // starts at the habit's trigger situations finds it, and its trace starts at the habit.
+    let mut s_rain = spec("s_rain", "下雨天待在屋里", None);
+    trig(&mut s_rain, "p1", 0.8);
+    let g = graph(vec![
+        sem("sem_self", "小红", "一个学生", &["自身"]),
+        sem("friend", "小白", "同班同学", &["朋友"]),
+        s_rain,
+        spec("s2", "在操场上跑步", None),
+        proc_node("p1", "掏出一本厚书凑近看"),
+    ]);
+    let idx = RetrievalIndex::build_with_embedder(&g, &HashEmbedder::new(128).unwrap()).unwrap();
+    let e = HashEmbedder::new(128).unwrap();
+    let q: Vec<SubQuery> = serde_json::from_str(
+        r#"[{"priority":1,"tag":[],"variant":{"Semantic":[{"concept_identifier":"掏出一本厚书凑近看","description":"掏出一本厚书凑近看"}]}}]"#,
+    )
+    .unwrap();
+    let mut cfg = PipelineConfig::default();
+    cfg.similarity.similarity_threshold = 0.5;
+    let r = DefaultPipeline::run_with_embedder(&idx, &q, &e, &cfg, None).unwrap();
+    let rain = r.memories.iter().find(|m| m.readable_id == "s_rain");
+    let rain = rain.unwrap_or_else(|| panic!("{:?}", r.memories));
+    assert_eq!(rain.seeds, vec![mid("sem_self")]);
+    assert_eq!(rain.path.first(), Some(&mid("p1")));
+    assert_eq!(rain.path.last(), Some(&mid("s_rain")));
+    assert!(r.memories.iter().all(|m| m.readable_id != "s2"));
+    // Without the habits held by the self, nothing leads there.
+    cfg.similarity.blend.own_habits = 0.0;
+    let r = DefaultPipeline::run_with_embedder(&idx, &q, &e, &cfg, None).unwrap();
+    assert!(r.memories.iter().all(|m| m.readable_id != "s_rain"));
+}
+
+#[test]
 fn priority_adds_at_most_the_offset() {
     let idx = index();
     let e = HashEmbedder::new(128).unwrap();

@@ -118,6 +118,8 @@ pub struct FusedSimilarity {
     pub present: Vec<u8>,
     /// Per node: which channels scored above their median (what the trace names).
     pub strong: Vec<u8>,
+    /// The habit the query describes ([`DenseChannels::habit`]).
+    pub habit: Option<u32>,
 }
 
 /// Bit of `c` in [`FusedSimilarity::present`] / `strong`.
@@ -150,6 +152,7 @@ pub fn fuse_similarity(
         dense: mut d,
         tag: mut t,
         raw,
+        habit,
     } = dense;
     let n = d.len();
     // Lexical: present where a word is shared; the scoreable nodes sharing none count as
@@ -206,6 +209,7 @@ pub fn fuse_similarity(
         raw,
         present,
         strong,
+        habit,
     }
 }
 
@@ -239,6 +243,7 @@ mod tests {
             dense: vec![0.9, 0.9, 0.5, 0.5],
             tag: vec![0.8, f32::NAN, 0.9, 0.7],
             raw: vec![0.9, 0.9, 0.5, 0.5],
+            habit: None,
         };
         let f = fuse_similarity(dense, vec![0.0; 4], &FusionConfig::default());
         assert!(f.score[1] >= f.score[0], "{:?}", f.score);
@@ -252,6 +257,7 @@ mod tests {
             dense: vec![0.85, 0.84, 0.83, 0.849],
             tag: vec![f32::NAN; 4],
             raw: vec![0.85, 0.84, 0.83, 0.849],
+            habit: None,
         };
         let f = fuse_similarity(dense, vec![0.0, 0.0, 0.0, 3.0], &FusionConfig::default());
         let best = (0..4)

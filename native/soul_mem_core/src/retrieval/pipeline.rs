@@ -17,6 +17,7 @@ use super::similarity::similarity_channels;
 use super::text_embedder::TextEmbedder;
 use super::top_k::{by_score, top_k};
 use crate::error::{Error, Result};
+use crate::import::SELF_NODE_ID;
 use crate::model::{MemoryId, NodeKind};
 use serde::{Deserialize, Serialize, Serializer};
 use std::collections::HashMap;
@@ -305,6 +306,49 @@ fn passes_floor(f: &FusedSimilarity, i: usize, floor: f32) -> bool {
         }
 }
 
+/// Where a habit the query describes happens: see [`habit_triggers`].
+struct HabitWalk {
+    /// The habit (procedure position).
+    habit: u32,
+    /// The seed that answered for it (the self note).
+    holder: u32,
+    /// The holder's seed score.
+    weight: f64,
+    /// The situations with a trigger link to the habit, with the link's probability.
+    triggers: Vec<(u32, f64)>,
+}
+
+/// The trigger situations of the habit the query describes ([`FusedSimilarity::habit`]),
+/// when the note that answers for it (the self) is a seed. Complexity: O(situations + their
+/// action links), only for such queries.
+fn habit_triggers(
+    idx: &RetrievalIndex,
+    fused: &FusedSimilarity,
+    seeds: &[(u32, f64)],
+) -> Option<HabitWalk> {
+    let habit = fused.habit?;
+    let &(holder, weight) = seeds.iter().find(|&&(i, _)| {
+        idx.node(i as usize)
+            .is_some_and(|n| n.readable_id == SELF_NODE_ID)
+    })?;
+    let triggers: Vec<(u32, f64)> = [NodeKind::SpecificSituation, NodeKind::AbstractSituation]
+        .into_iter()
+        .flat_map(|k| idx.nodes_of_kind(k).iter().copied())
+        .filter_map(|i| {
+            idx.action_edges(i as usize)
+                .iter()
+                .find(|&&(p, _)| p == habit)
+                .map(|&(_, prob)| (i, prob))
+        })
+        .collect();
+    (!triggers.is_empty()).then_some(HabitWalk {
+        habit,
+        holder,
+        weight,
+        triggers,
+    })
+}
+
 /// Strongest link path from any seed to every node within `max_hops` (breadth first; among
 /// equal hop counts the parent with the larger `weight × transition probability` wins).
 /// Returns each reached node's parent (seeds have none). Complexity: O(links within
@@ -554,10 +598,20 @@ impl DefaultPipeline {
         let (seeds, fused) = seeds_of(idx, q, terms, &habits, cfg);
         let a = &cfg.assoc_with_action.association;
         let gamma = a.hub_exponent;
-        let sources: Vec<(u32, f64)> = seeds
+        let mut sources: Vec<(u32, f64)> = seeds
             .iter()
             .map(|&(i, s)| (i, s.powf(a.seed_exponent) * specificity(idx, i, gamma)))
             .collect();
+        // A query that describes a habit (the self answers for it) also starts the walk
+        // where the habit happens: its trigger situations, at the self's seed weight times
+        // the link's probability.
+        let habit_walk = habit_triggers(idx, &fused, &seeds);
+        if let Some(h) = &habit_walk {
+            for &(i, p) in &h.triggers {
+                let w = h.weight.powf(a.seed_exponent) * p * specificity(idx, i, gamma);
+                sources.push((i, w));
+            }
+        }
         let (reached, csr) = walk(idx, &sources, a, decay)?;
         let n = idx.len();
         // The association channel: walk mass × target specificity, calibrated like the
@@ -635,22 +689,37 @@ impl DefaultPipeline {
                 } else {
                     0
                 };
+                let direct = seed_positions.contains(&pos) || similar != 0;
+                // A walk that starts at a habit's trigger situation starts at the habit.
+                let start = path.first().copied().unwrap_or(pos);
+                let (path, from_habit) = match &habit_walk {
+                    Some(h)
+                        if !seed_positions.contains(&start)
+                            && h.triggers.iter().any(|t| t.0 == start) =>
+                    {
+                        let mut p = vec![h.habit];
+                        p.extend(if path.is_empty() { vec![pos] } else { path });
+                        (p, Some(h.holder))
+                    }
+                    _ => (path, None),
+                };
                 let mut channels = similar;
                 if !path.is_empty() && beta > 0.0 {
                     channels |= bit(Channel::Association);
                 }
-                let direct = seed_positions.contains(&pos) || similar != 0;
                 let stage = match (direct, path.is_empty()) {
                     (true, true) => Stage::Similarity,
                     (true, false) => Stage::Both,
                     (false, _) => Stage::Ppr,
                 };
                 // A similarity hit is its own seed; a walk result names the seed its path
-                // starts from (all seeds when it lies beyond the traced hops).
-                let seeds = match path.first() {
-                    Some(&s) => vec![s],
-                    None if above => vec![pos],
-                    None => seed_positions.clone(),
+                // starts from (all seeds when it lies beyond the traced hops; the note that
+                // holds the habit when the walk started at the habit).
+                let seeds = match (from_habit, path.first()) {
+                    (Some(holder), _) => vec![holder],
+                    (None, Some(&s)) => vec![s],
+                    (None, None) if above => vec![pos],
+                    (None, None) => seed_positions.clone(),
                 };
                 Found {
                     pos,

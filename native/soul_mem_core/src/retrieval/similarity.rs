@@ -397,6 +397,14 @@ impl Prepared<'_> {
         Some((tag, variant))
     }
 
+    /// Tag channel of node `i`: present when both the query and the node have tags.
+    fn tag_of(&self, idx: &RetrievalIndex, i: usize) -> Option<f32> {
+        if self.q.tags.is_empty() || idx.vectors().node_tags(i).is_empty() {
+            return None;
+        }
+        self.tags.get(idx.kind_rank(i)).copied()
+    }
+
     /// String channel of node `i`: best identifier match between query and node.
     fn string(&self, idx: &RetrievalIndex, i: usize) -> f32 {
         let Some(meta) = idx.node(i) else { return 0.0 };
@@ -560,31 +568,51 @@ pub struct DenseChannels {
     /// The seed's fused cosine (tag and variant blended over the channels present, then the
     /// string blend): the scale of the model's similarity floor.
     pub raw: Vec<f32>,
+    /// The habit (procedure position) the query describes: set when the query is more like
+    /// one of the character's habits than like any memory, so the self answers for it.
+    pub habit: Option<u32>,
 }
 
 /// A character's habits are its own: the self note (`sem_self`) holds every procedure, and a
-/// semantic note the procedures it links to (its self-knowledge). Each such note's dense and
-/// fused raw score rises to `weight` × the best cosine of its habits' action texts against
-/// the query ([`super::actions::habit_cosines`]): a message that describes what the
-/// character habitually does ("always promising drawings and never delivering") recalls who
-/// the character is, as much as the habit. Complexity: one scan of the habit rows plus
-/// O(nodes + their action links).
-fn own_habits(idx: &RetrievalIndex, habit: &[f32], weight: f32, out: &mut DenseChannels) {
-    let best_of = |v: &[f32]| {
-        v.iter()
-            .copied()
-            .filter(|c| c.is_finite())
-            .fold(f32::NEG_INFINITY, f32::max)
+/// semantic note the procedures it links to (its self-knowledge). A habit is scored like any
+/// note: the cosine of its action text against the query
+/// ([`super::actions::habit_cosines`]) is its dense channel, its tags meet the query's tags,
+/// and the two blend into its fused score. Each note that holds habits takes, at `weight`,
+/// the channels of its best-fused habit where they are higher than its own: a message that
+/// describes what the character habitually does ("always promising drawings and never
+/// delivering") recalls who the character is, as much as the habit. Complexity: O(nodes +
+/// their action links).
+fn own_habits(
+    idx: &RetrievalIndex,
+    prep: &Prepared<'_>,
+    habit: &[f32],
+    weight: f32,
+    out: &mut DenseChannels,
+) {
+    // (fused, dense, tag, position) of habit `p`, when its action text was compared.
+    type Scored = Option<(f32, f32, Option<f32>, u32)>;
+    let score = |p: usize| -> Scored {
+        let cos = habit.get(p).copied().filter(|c| c.is_finite())?;
+        let tag = prep.tag_of(idx, p);
+        Some((blend(prep.w, tag, Some(cos))?, cos, tag, p as u32))
     };
+    let better = |a: Scored, b: Scored| match (a, b) {
+        (Some(x), Some(y)) => Some(if y.0 > x.0 { y } else { x }),
+        (x, y) => x.or(y),
+    };
+    let any_habit = (0..habit.len()).map(score).fold(None, better);
     // The self holds every habit, so it answers for them only when the query is more like
-    // one of them than like any memory: when it describes a habit.
-    let any_habit = best_of(habit);
-    let any_habit = if any_habit < best_of(&out.dense) {
-        f32::NEG_INFINITY
-    } else {
-        any_habit
-    };
-    for (i, (dense, raw)) in out.dense.iter_mut().zip(out.raw.iter_mut()).enumerate() {
+    // one of them than like any memory (fused over the same channels): when it describes a
+    // habit.
+    let best_memory = out
+        .raw
+        .iter()
+        .copied()
+        .filter(|c| c.is_finite())
+        .fold(f32::NEG_INFINITY, f32::max);
+    let any_habit = any_habit.filter(|h| h.0 >= best_memory);
+    out.habit = any_habit.map(|h| h.3);
+    for i in 0..out.raw.len() {
         let Some(node) = idx.node(i).filter(|n| n.kind == NodeKind::Semantic) else {
             continue;
         };
@@ -593,17 +621,23 @@ fn own_habits(idx: &RetrievalIndex, habit: &[f32], weight: f32, out: &mut DenseC
         } else {
             idx.action_edges(i)
                 .iter()
-                .filter_map(|&(p, _)| habit.get(p as usize).copied())
-                .filter(|c| c.is_finite())
-                .fold(f32::NEG_INFINITY, f32::max)
+                .map(|&(p, _)| score(p as usize))
+                .fold(None, better)
         };
-        if best.is_finite() {
-            let v = weight * best;
-            for slot in [dense, raw] {
-                if !(slot.is_finite() && *slot >= v) {
-                    *slot = v;
+        let Some((fused, dense, tag, _)) = best else {
+            continue;
+        };
+        let raise = |slot: Option<&mut f32>, v: f32| {
+            if let Some(slot) = slot {
+                if !(slot.is_finite() && *slot >= weight * v) {
+                    *slot = weight * v;
                 }
             }
+        };
+        raise(out.raw.get_mut(i), fused);
+        raise(out.dense.get_mut(i), dense);
+        if let Some(t) = tag {
+            raise(out.tag.get_mut(i), t);
         }
     }
 }
@@ -627,6 +661,7 @@ pub fn similarity_channels(
         dense: vec![f32::NAN; n],
         tag: vec![f32::NAN; n],
         raw: vec![f32::NAN; n],
+        habit: None,
     };
     if n == 0 {
         return out;
@@ -651,7 +686,7 @@ pub fn similarity_channels(
             }
         }
         if w.own_habits > 0.0 {
-            own_habits(idx, habits, w.own_habits, &mut out);
+            own_habits(idx, &prep, habits, w.own_habits, &mut out);
         }
         let alpha = w.string_blend_alpha;
         // The string channel can only raise a node to α·e + (1 − α); nodes that cannot reach
