@@ -22,13 +22,18 @@ use super::fusion::calibrate_in_place;
 use super::index::RetrievalIndex;
 use super::query::{EmbeddedQuery, EmbeddedVariant};
 use super::top_k::{by_score, top_k};
+use crate::model::NodeKind;
 use std::collections::HashSet;
 
-/// Each habit's likeness to the query by position (NaN for other nodes): its cosines
-/// ([`habit_cosines`]), calibrated over the character's habits (per `fcfg`: z-scored and
-/// logistic by default, 0.5 = an average habit). Complexity: O(nodes).
-pub fn habit_likeness(cosines: &[f32], fcfg: &FusionConfig) -> Vec<f32> {
-    let mut out = cosines.to_vec();
+/// Each habit's likeness to the query, in the order of `habits` (positions of the
+/// character's procedures): its cosine (`cosines`, by position: [`habit_cosines`]),
+/// calibrated over the character's habits (per `fcfg`: z-scored and logistic by default,
+/// 0.5 = an average habit; NaN for a habit with nothing compared). Complexity: O(habits).
+pub fn habit_likeness(habits: &[u32], cosines: &[f32], fcfg: &FusionConfig) -> Vec<f32> {
+    let mut out: Vec<f32> = habits
+        .iter()
+        .map(|&p| cosines.get(p as usize).copied().unwrap_or(f32::NAN))
+        .collect();
     calibrate_in_place(&mut out, fcfg.method, fcfg.rrf_k, 0);
     out
 }
@@ -81,11 +86,12 @@ pub fn actions_for(
     if cfg.habit_match <= 0.0 {
         return actions_from_sources(idx, sources, cfg);
     }
-    let like = habit_likeness(habits, fusion);
+    // Only the habits are visited (never every node: this runs on every query).
+    let procs = idx.nodes_of_kind(NodeKind::Procedure);
+    let like = habit_likeness(procs, habits, fusion);
     // Only a habit more like the query than the character's habits on average counts
     // (calibrated 0.5 = average): otherwise every habit would always be "evoked".
-    let evidence = |a: u32| {
-        let l = like.get(a as usize).copied().unwrap_or(f32::NAN);
+    let evidence = |l: f32| {
         if l.is_finite() {
             cfg.habit_match * (2.0 * f64::from(l) - 1.0).max(0.0)
         } else {
@@ -95,14 +101,19 @@ pub fn actions_for(
     let mut acc: Vec<ActionScore> =
         bayes_actions(idx, &source_weights(idx, sources, cfg), usize::MAX);
     for x in acc.iter_mut() {
-        x.1 += evidence(x.0);
+        // `procs` is ascending (kind order keeps positions sorted).
+        if let Ok(k) = procs.binary_search(&x.0) {
+            x.1 += evidence(like.get(k).copied().unwrap_or(f32::NAN));
+        }
     }
     // Habits no trigger reached compete by likeness alone; only the best few can place.
     // Found by its own likeness, a habit is its own source (like a similarity hit).
     let reached: HashSet<u32> = acc.iter().map(|x| x.0).collect();
-    let by_likeness = (0..like.len() as u32)
-        .filter(|a| !reached.contains(a))
-        .map(|a| (a, evidence(a)))
+    let by_likeness = procs
+        .iter()
+        .zip(&like)
+        .filter(|(a, _)| !reached.contains(a))
+        .map(|(&a, &l)| (a, evidence(l)))
         .filter(|&(_, e)| e > 0.0);
     let keep = cfg.bayes.top_k.min(cfg.action_top_k);
     for (a, e) in top_k(by_likeness, keep, by_score) {

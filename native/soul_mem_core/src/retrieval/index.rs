@@ -12,6 +12,7 @@ use super::similarity::SimScratch;
 use super::text_embedder::TextEmbedder;
 use crate::error::{Error, Result};
 use crate::graph::MemoryGraph;
+use crate::import::SELF_NODE_ID;
 use crate::model::{AbstractSituation, MemoryId, MemoryLinkType, MemoryType, NodeKind, Situation};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
@@ -67,6 +68,8 @@ pub struct RetrievalIndex {
     by_id: HashMap<MemoryId, u32>,
     idents: Vec<Vec<Ident>>,
     ident_nodes: Vec<u32>,
+    /// Semantic notes that hold habits: the self note and those with trigger→action links.
+    habit_holders: Vec<u32>,
     edges: Vec<RawEdge>,
     // `edges` are grouped by source: node i's links are `edge_offsets[i]..edge_offsets[i + 1]`
     // (what a single-row patch of the decayed matrix recomputes).
@@ -335,6 +338,14 @@ impl RetrievalIndex {
                     .unwrap_or(u32::MAX)
             })
             .collect();
+        let habit_holders: Vec<u32> = (0..n as u32)
+            .filter(|&i| {
+                let i = i as usize;
+                nodes[i].kind == NodeKind::Semantic
+                    && (nodes[i].readable_id == SELF_NODE_ID
+                        || proc_offsets[i] != proc_offsets[i + 1])
+            })
+            .collect();
         Ok(RetrievalIndex {
             version: graph.version(),
             kinds: nodes.iter().map(|m| m.kind).collect(),
@@ -345,6 +356,7 @@ impl RetrievalIndex {
             by_id,
             idents,
             ident_nodes,
+            habit_holders,
             edges,
             edge_offsets,
             in_offsets,
@@ -519,6 +531,12 @@ impl RetrievalIndex {
     /// Nodes that have identifiers.
     pub(crate) fn ident_nodes(&self) -> &[u32] {
         &self.ident_nodes
+    }
+
+    /// Semantic notes that hold habits (the self note, and those linking to procedures),
+    /// ascending.
+    pub(crate) fn habit_holders(&self) -> &[u32] {
+        &self.habit_holders
     }
 
     /// Trigger→action edges of node `i` into Procedure nodes: `(procedure, prob)`.

@@ -283,8 +283,8 @@ pub fn seeds_of(
     } else {
         Vec::new()
     };
-    let fused = fuse_similarity(dense, lexical, &cfg.similarity.fusion);
     let floor = cfg.similarity.similarity_threshold;
+    let fused = fuse_similarity(dense, lexical, &cfg.similarity.fusion, floor);
     let candidates = (0..fused.score.len())
         .filter(|&i| passes_floor(&fused, i, floor))
         .map(|i| (i as u32, f64::from(fused.score[i])));

@@ -600,7 +600,8 @@ fn own_habits(
         (Some(x), Some(y)) => Some(if y.0 > x.0 { y } else { x }),
         (x, y) => x.or(y),
     };
-    let any_habit = (0..habit.len()).map(score).fold(None, better);
+    let habits = idx.nodes_of_kind(NodeKind::Procedure);
+    let any_habit = habits.iter().map(|&p| score(p as usize)).fold(None, better);
     // The self holds every habit, so it answers for them only when the query is more like
     // one of them than like any memory (fused over the same channels): when it describes a
     // habit.
@@ -612,10 +613,9 @@ fn own_habits(
         .fold(f32::NEG_INFINITY, f32::max);
     let any_habit = any_habit.filter(|h| h.0 >= best_memory);
     out.habit = any_habit.map(|h| h.3);
-    for i in 0..out.raw.len() {
-        let Some(node) = idx.node(i).filter(|n| n.kind == NodeKind::Semantic) else {
-            continue;
-        };
+    for &i in idx.habit_holders() {
+        let i = i as usize;
+        let Some(node) = idx.node(i) else { continue };
         let best = if node.readable_id == SELF_NODE_ID {
             any_habit
         } else {
@@ -692,17 +692,14 @@ pub fn similarity_channels(
         // The string channel can only raise a node to α·e + (1 − α); nodes that cannot reach
         // the best STRING_POOL embedding scores even then are skipped (their rise would not
         // change the seeds, and barely the channel's statistics).
-        let mut finite: Vec<f32> = out
-            .dense
-            .iter()
-            .copied()
-            .filter(|x| x.is_finite())
-            .collect();
-        let bar = if finite.len() > STRING_POOL {
-            let at = finite.len() - STRING_POOL;
-            *finite.select_nth_unstable_by(at, f32::total_cmp).1
-        } else {
-            f32::NEG_INFINITY
+        // The STRING_POOL-th best dense score (one comparison per node for most nodes).
+        let mut best: Vec<f32> = Vec::with_capacity(STRING_POOL + 1);
+        for &x in out.dense.iter().filter(|x| x.is_finite()) {
+            push_top(&mut best, STRING_POOL, x, |a, b| b.total_cmp(a));
+        }
+        let bar = match best.get(STRING_POOL - 1) {
+            Some(&x) if best.len() == STRING_POOL => x,
+            _ => f32::NEG_INFINITY,
         };
         for &i in idx.ident_nodes() {
             let e = out.dense.get(i as usize).copied().unwrap_or(f32::NAN);
