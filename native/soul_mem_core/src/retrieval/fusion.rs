@@ -183,6 +183,8 @@ pub struct FusedSimilarity {
     pub strong: Vec<u8>,
     /// The habit the query describes ([`DenseChannels::habit`]).
     pub habit: Option<u32>,
+    /// The nodes with a fused score (those that can be recalled), ascending.
+    pub candidates: Vec<u32>,
 }
 
 /// Bit of `c` in [`FusedSimilarity::present`] / `strong`.
@@ -249,6 +251,7 @@ pub fn fuse_similarity(
     let mut score = vec![f32::NAN; n];
     let mut present = vec![0u8; n];
     let mut strong = vec![0u8; n];
+    let mut candidates = Vec::new();
     for i in 0..n {
         let wanted = match raw.get(i) {
             Some(r) if r.is_finite() => *r >= floor,
@@ -276,6 +279,7 @@ pub fn fuse_similarity(
             score[i] = num / den;
             present[i] = p;
             strong[i] = st;
+            candidates.push(i as u32);
         }
     }
     FusedSimilarity {
@@ -284,6 +288,7 @@ pub fn fuse_similarity(
         present,
         strong,
         habit,
+        candidates,
     }
 }
 

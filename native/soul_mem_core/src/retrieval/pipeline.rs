@@ -285,9 +285,11 @@ pub fn seeds_of(
     };
     let floor = cfg.similarity.similarity_threshold;
     let fused = fuse_similarity(dense, lexical, &cfg.similarity.fusion, floor);
-    let candidates = (0..fused.score.len())
-        .filter(|&i| passes_floor(&fused, i, floor))
-        .map(|i| (i as u32, f64::from(fused.score[i])));
+    let candidates = fused
+        .candidates
+        .iter()
+        .filter(|&&i| passes_floor(&fused, i as usize, floor))
+        .map(|&i| (i, f64::from(fused.score[i as usize])));
     let seeds = top_k(candidates, cfg.similarity.max_results, by_score);
     (seeds, fused)
 }
@@ -616,21 +618,26 @@ impl DefaultPipeline {
         let n = idx.len();
         // The association channel: walk mass × target specificity, calibrated like the
         // similarity channels (in log space: the mass spans orders of magnitude).
-        let mut mass = vec![f32::NAN; n];
         let fcfg = &cfg.similarity.fusion;
-        for &(i, p) in &reached {
-            if let Some(m) = mass.get_mut(i as usize) {
+        let mut mass: Vec<f32> = reached
+            .iter()
+            .map(|&(i, p)| {
                 let x = p * specificity(idx, i, gamma);
                 // Uncalibrated (ablation): the mass itself, divided by the best.
-                *m = if fcfg.method == FusionMethod::Raw {
-                    x
+                if fcfg.method == FusionMethod::Raw {
+                    x as f32
                 } else {
-                    x.ln()
-                } as f32;
+                    x.ln() as f32
+                }
+            })
+            .collect();
+        calibrate_in_place(&mut mass, fcfg.method, fcfg.rrf_k, 0);
+        let mut assoc = vec![f32::NAN; n];
+        for (&(i, _), &m) in reached.iter().zip(&mass) {
+            if let Some(slot) = assoc.get_mut(i as usize) {
+                *slot = m;
             }
         }
-        calibrate_in_place(&mut mass, fcfg.method, fcfg.rrf_k, 0);
-        let assoc = mass;
         let parent = csr
             .as_ref()
             .map(|c| walk_parents(c, &sources, 2))
@@ -643,7 +650,15 @@ impl DefaultPipeline {
         // the situations a query evokes, found directly or through what it names).
         let mut sit_sources: Vec<(u32, f64)> = Vec::new();
         let mut scored: Vec<(u32, f64)> = Vec::new();
-        for i in 0..n {
+        // Only the nodes the similarity or the walk found can score.
+        let found = fused.candidates.iter().copied().chain(
+            reached
+                .iter()
+                .map(|r| r.0)
+                .filter(|&i| !passes_floor(&fused, i as usize, floor)),
+        );
+        for i in found {
+            let i = i as usize;
             let Some(kind) = idx.kind(i) else { continue };
             if kind == NodeKind::Procedure {
                 continue;
