@@ -599,6 +599,26 @@ mod tests {
     }
 
     #[test]
+    fn core_items_come_from_the_index_and_follow_the_graph() {
+        let mut e = demo();
+        let ids =
+            |e: &Engine| -> Vec<String> { e.core_items().into_iter().map(|i| i.id).collect() };
+        let scanned = ids(&e);
+        assert!(scanned.contains(&"sem_self".to_string()), "{scanned:?}");
+        e.embed_all(
+            EmbedderChoice::Hash(HashEmbedder::new(64).unwrap()),
+            &|_, _| {},
+        )
+        .unwrap();
+        assert_eq!(ids(&e), scanned);
+        // A note flagged core after the index was built: the stale index is not used.
+        let other = e.graph().notes().find(|n| !n.core).unwrap().id;
+        e.graph_mut().get_mut(&other).unwrap().core = true;
+        assert!(!e.is_indexed());
+        assert_eq!(ids(&e).len(), scanned.len() + 1);
+    }
+
+    #[test]
     fn recording_does_not_invalidate_the_index() {
         let mut e = demo();
         e.embed_all(

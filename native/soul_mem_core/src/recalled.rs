@@ -126,24 +126,32 @@ impl Engine {
 
     /// The core notes (flagged core, e.g. the self node) in graph order, as items with stage
     /// `Core` and score 1: they appear in every recall, also one that runs no retrieval.
-    /// Complexity: O(nodes).
+    /// Complexity: O(core notes) when the index is current (it lists them), else O(nodes).
     pub fn core_items(&self) -> Vec<RecallItem> {
-        self.graph()
-            .notes()
-            .filter(|n| n.core)
-            .map(|n| RecallItem {
-                id: n.readable_id.clone(),
-                uuid: n.id.to_string(),
-                kind: n.kind().as_str(),
-                content: n.display_text(),
-                score: 1.0,
-                stage: "Core",
-                seeds: Vec::new(),
-                channels: Vec::new(),
-                path: Vec::new(),
-                core: true,
-                action_type: action_type_name(Some(n)),
-            })
-            .collect()
+        let g = self.graph();
+        let item = |n: &MemoryNote| RecallItem {
+            id: n.readable_id.clone(),
+            uuid: n.id.to_string(),
+            kind: n.kind().as_str(),
+            content: n.display_text(),
+            score: 1.0,
+            stage: "Core",
+            seeds: Vec::new(),
+            channels: Vec::new(),
+            path: Vec::new(),
+            core: true,
+            action_type: action_type_name(Some(n)),
+        };
+        match self.index().filter(|_| self.is_indexed()) {
+            // Every recall lists the core notes: a walk over every note would grow with
+            // the character.
+            Some(idx) => idx
+                .core_nodes()
+                .iter()
+                .filter_map(|&p| idx.node(p as usize).and_then(|m| g.get(&m.id)))
+                .map(item)
+                .collect(),
+            None => g.notes().filter(|n| n.core).map(item).collect(),
+        }
     }
 }

@@ -70,6 +70,8 @@ pub struct RetrievalIndex {
     ident_nodes: Vec<u32>,
     /// Semantic notes that hold habits: the self note and those with trigger→action links.
     habit_holders: Vec<u32>,
+    /// Notes flagged core, ascending (graph order).
+    core_nodes: Vec<u32>,
     edges: Vec<RawEdge>,
     // `edges` are grouped by source: node i's links are `edge_offsets[i]..edge_offsets[i + 1]`
     // (what a single-row patch of the decayed matrix recomputes).
@@ -252,6 +254,7 @@ impl RetrievalIndex {
         let mut nodes = Vec::with_capacity(n);
         let mut idents = Vec::with_capacity(n);
         let mut ident_nodes = Vec::new();
+        let mut core_nodes = Vec::new();
         let mut edges = Vec::new();
         let mut edge_offsets = Vec::with_capacity(n + 1);
         edge_offsets.push(0u32);
@@ -261,6 +264,9 @@ impl RetrievalIndex {
         proc_offsets.push(0u32);
         for (i, note) in graph.notes().enumerate() {
             by_id.insert(note.id, i as u32);
+            if note.core {
+                core_nodes.push(i as u32);
+            }
             let (time, action) = match &note.mem_type {
                 MemoryType::Situation(Situation::SpecificSituation(s)) => {
                     (s.time_span, String::new())
@@ -357,6 +363,7 @@ impl RetrievalIndex {
             idents,
             ident_nodes,
             habit_holders,
+            core_nodes,
             edges,
             edge_offsets,
             in_offsets,
@@ -531,6 +538,11 @@ impl RetrievalIndex {
     /// Nodes that have identifiers.
     pub(crate) fn ident_nodes(&self) -> &[u32] {
         &self.ident_nodes
+    }
+
+    /// Positions of the notes flagged core, ascending (graph order). Complexity: O(1).
+    pub fn core_nodes(&self) -> &[u32] {
+        &self.core_nodes
     }
 
     /// Semantic notes that hold habits (the self note, and those linking to procedures),
