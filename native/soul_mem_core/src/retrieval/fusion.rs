@@ -187,6 +187,15 @@ pub struct FusedSimilarity {
     pub candidates: Vec<u32>,
 }
 
+impl FusedSimilarity {
+    /// Whether node `i` can be recalled by similarity: it passed the floor given to
+    /// [`fuse_similarity`] (the one place that rule lives) and has a fused score.
+    #[inline]
+    pub fn recallable(&self, i: usize) -> bool {
+        self.score.get(i).is_some_and(|s| s.is_finite())
+    }
+}
+
 /// Bit of `c` in [`FusedSimilarity::present`] / `strong`.
 pub fn bit(c: Channel) -> u8 {
     1 << (c as u8)

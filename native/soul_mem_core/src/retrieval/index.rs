@@ -68,6 +68,8 @@ pub struct RetrievalIndex {
     by_id: HashMap<MemoryId, u32>,
     idents: Vec<Vec<Ident>>,
     ident_nodes: Vec<u32>,
+    /// The self note (`sem_self`), when the graph has one.
+    self_node: Option<u32>,
     /// Semantic notes that hold habits: the self note and those with trigger→action links.
     habit_holders: Vec<u32>,
     /// Notes flagged core, ascending (graph order).
@@ -344,12 +346,15 @@ impl RetrievalIndex {
                     .unwrap_or(u32::MAX)
             })
             .collect();
+        let self_node = graph
+            .resolve(SELF_NODE_ID)
+            .and_then(|id| by_id.get(&id).copied())
+            .filter(|&i| nodes[i as usize].kind == NodeKind::Semantic);
         let habit_holders: Vec<u32> = (0..n as u32)
             .filter(|&i| {
-                let i = i as usize;
-                nodes[i].kind == NodeKind::Semantic
-                    && (nodes[i].readable_id == SELF_NODE_ID
-                        || proc_offsets[i] != proc_offsets[i + 1])
+                let k = i as usize;
+                nodes[k].kind == NodeKind::Semantic
+                    && (Some(i) == self_node || proc_offsets[k] != proc_offsets[k + 1])
             })
             .collect();
         Ok(RetrievalIndex {
@@ -362,6 +367,7 @@ impl RetrievalIndex {
             by_id,
             idents,
             ident_nodes,
+            self_node,
             habit_holders,
             core_nodes,
             edges,
@@ -543,6 +549,11 @@ impl RetrievalIndex {
     /// Positions of the notes flagged core, ascending (graph order). Complexity: O(1).
     pub fn core_nodes(&self) -> &[u32] {
         &self.core_nodes
+    }
+
+    /// The self note (`sem_self`, a semantic note), when the graph has one. Complexity: O(1).
+    pub(crate) fn self_node(&self) -> Option<u32> {
+        self.self_node
     }
 
     /// Semantic notes that hold habits (the self note, and those linking to procedures),

@@ -17,7 +17,6 @@ use super::similarity::similarity_channels;
 use super::text_embedder::TextEmbedder;
 use super::top_k::{by_score, top_k};
 use crate::error::{Error, Result};
-use crate::import::SELF_NODE_ID;
 use crate::model::{MemoryId, NodeKind};
 use serde::{Deserialize, Serialize, Serializer};
 use std::collections::HashMap;
@@ -288,24 +287,9 @@ pub fn seeds_of(
     let candidates = fused
         .candidates
         .iter()
-        .filter(|&&i| passes_floor(&fused, i as usize, floor))
         .map(|&i| (i, f64::from(fused.score[i as usize])));
     let seeds = top_k(candidates, cfg.similarity.max_results, by_score);
     (seeds, fused)
-}
-
-fn passes_floor(f: &FusedSimilarity, i: usize, floor: f32) -> bool {
-    let (Some(&s), Some(&raw)) = (f.score.get(i), f.raw.get(i)) else {
-        return false;
-    };
-    s.is_finite()
-        && if raw.is_finite() {
-            raw >= floor
-        } else {
-            f.present
-                .get(i)
-                .is_some_and(|p| p & bit(Channel::Lexical) != 0)
-        }
 }
 
 /// Where a habit the query describes happens: see [`habit_triggers`].
@@ -329,10 +313,8 @@ fn habit_triggers(
     seeds: &[(u32, f64)],
 ) -> Option<HabitWalk> {
     let habit = fused.habit?;
-    let &(holder, weight) = seeds.iter().find(|&&(i, _)| {
-        idx.node(i as usize)
-            .is_some_and(|n| n.readable_id == SELF_NODE_ID)
-    })?;
+    let self_node = idx.self_node()?;
+    let &(holder, weight) = seeds.iter().find(|&&(i, _)| i == self_node)?;
     let triggers: Vec<(u32, f64)> = [NodeKind::SpecificSituation, NodeKind::AbstractSituation]
         .into_iter()
         .flat_map(|k| idx.nodes_of_kind(k).iter().copied())
@@ -643,7 +625,6 @@ impl DefaultPipeline {
             .map(|c| walk_parents(c, &sources, 2))
             .unwrap_or_default();
         let beta = a.blend;
-        let floor = cfg.similarity.similarity_threshold;
         let seed_positions: Vec<u32> = seeds.iter().map(|s| s.0).collect();
         // Action sources: every situation the similarity or the walk found, scored with
         // association at equal weight whatever the memories' blend (a habit is triggered by
@@ -655,7 +636,7 @@ impl DefaultPipeline {
             reached
                 .iter()
                 .map(|r| r.0)
-                .filter(|&i| !passes_floor(&fused, i as usize, floor)),
+                .filter(|&i| !fused.recallable(i as usize)),
         );
         for i in found {
             let i = i as usize;
@@ -663,7 +644,7 @@ impl DefaultPipeline {
             if kind == NodeKind::Procedure {
                 continue;
             }
-            let above = passes_floor(&fused, i, floor);
+            let above = fused.recallable(i);
             let av = assoc.get(i).copied().unwrap_or(f32::NAN);
             if !above && !av.is_finite() {
                 continue;
@@ -697,7 +678,7 @@ impl DefaultPipeline {
             .into_iter()
             .map(|(pos, score)| {
                 let i = pos as usize;
-                let above = passes_floor(&fused, i, floor);
+                let above = fused.recallable(i);
                 let path = path_to(&parent, pos);
                 let similar = if above {
                     fused.strong.get(i).copied().unwrap_or(0)

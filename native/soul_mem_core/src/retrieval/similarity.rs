@@ -8,7 +8,6 @@ use super::field_vectors::{FieldProbe, QVec};
 use super::index::RetrievalIndex;
 use super::query::{EmbeddedQuery, EmbeddedVariant, TimeRange};
 use super::top_k::{push_top, top_k, SMALL_K};
-use crate::import::SELF_NODE_ID;
 use crate::model::NodeKind;
 use rayon::prelude::*;
 
@@ -614,16 +613,15 @@ fn own_habits(
     let any_habit = any_habit.filter(|h| h.0 >= best_memory);
     out.habit = any_habit.map(|h| h.3);
     for &i in idx.habit_holders() {
-        let i = i as usize;
-        let Some(node) = idx.node(i) else { continue };
-        let best = if node.readable_id == SELF_NODE_ID {
+        let best = if Some(i) == idx.self_node() {
             any_habit
         } else {
-            idx.action_edges(i)
+            idx.action_edges(i as usize)
                 .iter()
                 .map(|&(p, _)| score(p as usize))
                 .fold(None, better)
         };
+        let i = i as usize;
         let Some((fused, dense, tag, _)) = best else {
             continue;
         };
