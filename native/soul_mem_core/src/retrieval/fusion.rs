@@ -8,7 +8,7 @@
 //! channel, on this query", which is comparable across channels and across queries.
 
 use super::config::{FusionConfig, FusionMethod};
-use super::similarity::DenseChannels;
+use super::dense_channels::DenseChannels;
 use serde::{Deserialize, Serialize};
 
 /// A source of evidence for a recalled memory (its trace lists the ones that contributed).
@@ -27,6 +27,91 @@ pub enum Channel {
 
 /// Slope of the logistic approximation of the standard normal CDF.
 const PROBIT_SLOPE: f64 = 1.702;
+
+/// Running statistics of one channel's present values on one query: what the z-score and
+/// raw calibrations need, kept while the values are written (so fitting needs no pass over
+/// every node). Sums are f64 per value: with e5 cosines (mean ≈ 0.8, spread ≈ 0.03) the
+/// variance `sq/n − mean²` then keeps ~10 significant digits at a million values.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ChannelStats {
+    count: f64,
+    sum: f64,
+    sq: f64,
+    max: f32,
+}
+
+impl Default for ChannelStats {
+    fn default() -> Self {
+        ChannelStats {
+            count: 0.0,
+            sum: 0.0,
+            sq: 0.0,
+            max: f32::NEG_INFINITY,
+        }
+    }
+}
+
+impl ChannelStats {
+    /// The statistics of the finite values of `values`, plus `zeros` more values of 0.
+    /// Complexity: O(n).
+    pub fn of(values: &[f32], zeros: usize) -> Self {
+        let mut s = ChannelStats::default();
+        for &x in values.iter().filter(|x| x.is_finite()) {
+            s.add(x);
+        }
+        s.add_zeros(zeros);
+        s
+    }
+
+    /// Counts the present value `x`.
+    #[inline]
+    pub fn add(&mut self, x: f32) {
+        let v = f64::from(x);
+        self.count += 1.0;
+        self.sum += v;
+        self.sq += v * v;
+        self.max = self.max.max(x);
+    }
+
+    /// Counts `k` values of 0 (the nodes a channel could have scored and did not).
+    pub fn add_zeros(&mut self, k: usize) {
+        if k > 0 {
+            self.count += k as f64;
+            self.max = self.max.max(0.0);
+        }
+    }
+
+    /// Replaces the counted value `old` (NaN: the node had none) by `new ≥ old`: values only
+    /// ever rise after they are first written (the string channel and own habits), which is
+    /// what keeps the running maximum exact.
+    #[inline]
+    pub fn raise(&mut self, old: f32, new: f32) {
+        if old.is_finite() {
+            let v = f64::from(old);
+            self.count -= 1.0;
+            self.sum -= v;
+            self.sq -= v * v;
+        }
+        self.add(new);
+    }
+
+    /// Counts `count` values of sum `sum`, sum of squares `sq` and maximum `max` (folded
+    /// elsewhere, e.g. in vector lanes).
+    fn add_sums(&mut self, count: f64, sum: f64, sq: f64, max: f32) {
+        self.count += count;
+        self.sum += sum;
+        self.sq += sq;
+        self.max = self.max.max(max);
+    }
+
+    /// Adds the counts of `other` (the statistics of another part of the nodes).
+    pub fn merge(&mut self, other: &ChannelStats) {
+        self.count += other.count;
+        self.sum += other.sum;
+        self.sq += other.sq;
+        self.max = self.max.max(other.max);
+    }
+}
 
 /// One channel's calibration on one query, fitted over all of its values: the statistics
 /// need every node, the mapping only the nodes whose fused score is wanted.
@@ -48,90 +133,56 @@ impl Calibration {
     /// and raw, O(n log n) for rrf.
     fn fit(values: &[f32], method: FusionMethod, rrf_k: f64, zeros: usize) -> Self {
         match method {
-            FusionMethod::Raw => {
-                let max = values
-                    .iter()
-                    .copied()
-                    .filter(|x| x.is_finite())
-                    .fold(0f32, f32::max);
-                if max > 1.0 {
-                    Calibration::Scaled(max)
-                } else {
-                    Calibration::Unchanged
-                }
-            }
-            FusionMethod::Zscore => {
-                // Branch-free f32 lanes over blocks of 1,024 values, folded into f64 per
-                // block: the loop vectorises (one chain of dependent f64 adds would cost its
-                // latency per node), and a block's f32 sums stay exact to ~1e-6.
-                // Shifted by a present value (the zeros count as `−pivot`), so the variance
-                // is not the difference of two large sums.
-                let pivot = values
-                    .iter()
-                    .copied()
-                    .find(|x| x.is_finite())
-                    .unwrap_or(0.0);
-                let z = zeros as f64;
-                let (mut n, mut sum, mut sq) =
-                    (z, -z * f64::from(pivot), z * f64::from(pivot).powi(2));
-                for block in values.chunks(1024) {
-                    let (mut c8, mut s8, mut q8) = ([0f32; 8], [0f32; 8], [0f32; 8]);
-                    let lanes = block.chunks_exact(8);
-                    let rest = lanes.remainder();
-                    for c in lanes {
-                        for k in 0..8 {
-                            let ok = c[k].is_finite();
-                            let x = if ok { c[k] - pivot } else { 0.0 };
-                            c8[k] += if ok { 1.0 } else { 0.0 };
-                            s8[k] += x;
-                            q8[k] += x * x;
-                        }
-                    }
-                    for &x in rest.iter().filter(|x| x.is_finite()) {
-                        let x = x - pivot;
-                        c8[0] += 1.0;
-                        s8[0] += x;
-                        q8[0] += x * x;
-                    }
-                    let fold = |v: [f32; 8]| v.iter().map(|&x| f64::from(x)).sum::<f64>();
-                    n += fold(c8);
-                    sum += fold(s8);
-                    sq += fold(q8);
-                }
-                if n == 0.0 {
-                    return Calibration::Unchanged;
-                }
-                let shifted = sum / n;
-                let mean = f64::from(pivot) + shifted;
-                let sd = (sq / n - shifted * shifted).max(0.0).sqrt();
-                if sd < 1e-9 {
-                    return Calibration::Average;
-                }
-                // f32 from here: the mapping runs per node and channel on every query.
-                Calibration::Logistic {
-                    mean: mean as f32,
-                    scale: (PROBIT_SLOPE / sd) as f32,
-                }
-            }
-            FusionMethod::Rrf => {
-                let mut order: Vec<usize> = (0..values.len())
-                    .filter(|&i| values[i].is_finite())
-                    .collect();
-                order.sort_by(|&a, &b| values[b].total_cmp(&values[a]).then(a.cmp(&b)));
-                let mut out = vec![f32::NAN; values.len()];
-                let mut rank = 0usize;
-                let mut last = f32::NAN;
-                for (r, &i) in order.iter().enumerate() {
-                    // Ties share the better rank.
-                    if values[i] != last {
-                        rank = r + 1;
-                        last = values[i];
-                    }
-                    out[i] = ((rrf_k + 1.0) / (rrf_k + rank as f64)) as f32;
-                }
-                Calibration::Ranked(out)
+            FusionMethod::Rrf => Calibration::ranked(values, rrf_k),
+            FusionMethod::Raw | FusionMethod::Zscore => {
+                Calibration::from_stats(&ChannelStats::of(values, zeros), method)
             }
         }
+    }
+
+    /// Fits zscore or raw from the channel's statistics (rrf needs the values: it gets
+    /// [`Calibration::ranked`] instead). Complexity: O(1).
+    fn from_stats(s: &ChannelStats, method: FusionMethod) -> Self {
+        if method == FusionMethod::Raw {
+            return if s.max > 1.0 {
+                Calibration::Scaled(s.max)
+            } else {
+                Calibration::Unchanged
+            };
+        }
+        if s.count == 0.0 {
+            return Calibration::Unchanged;
+        }
+        let mean = s.sum / s.count;
+        let sd = (s.sq / s.count - mean * mean).max(0.0).sqrt();
+        if sd < 1e-9 {
+            return Calibration::Average;
+        }
+        // f32 from here: the mapping runs per node and channel on every query.
+        Calibration::Logistic {
+            mean: mean as f32,
+            scale: (PROBIT_SLOPE / sd) as f32,
+        }
+    }
+
+    /// Reciprocal-rank calibration of the finite `values`, ties sharing the better rank.
+    /// Complexity: O(n log n).
+    fn ranked(values: &[f32], rrf_k: f64) -> Self {
+        let mut order: Vec<usize> = (0..values.len())
+            .filter(|&i| values[i].is_finite())
+            .collect();
+        order.sort_by(|&a, &b| values[b].total_cmp(&values[a]).then(a.cmp(&b)));
+        let mut out = vec![f32::NAN; values.len()];
+        let mut rank = 0usize;
+        let mut last = f32::NAN;
+        for (r, &i) in order.iter().enumerate() {
+            if values[i] != last {
+                rank = r + 1;
+                last = values[i];
+            }
+            out[i] = ((rrf_k + 1.0) / (rrf_k + rank as f64)) as f32;
+        }
+        Calibration::Ranked(out)
     }
 
     /// The calibrated value of the present value `x` of node `i`.
@@ -214,69 +265,69 @@ pub fn channels_of(bits: u8) -> Vec<Channel> {
     .collect()
 }
 
-/// Fuses the dense, tag and lexical channels (BM25 by position, 0 = no shared word; empty
-/// = no lexical query) per `cfg`, consuming the buffers. A channel with weight 0 is off.
-/// Every node counts for each channel's statistics, but only the nodes that can be recalled
-/// get a fused score: those whose raw score reaches `floor`, or, with no embedding channel,
-/// that share a word with the query (the rest stay NaN; on a large graph that is most of
-/// them, and the mapping is the costly part).
-/// Complexity: O(n) (O(n log n) for rrf).
+/// Fuses the dense, tag and lexical channels per `cfg`, consuming the dense side. `lexical`
+/// is the BM25 of every node by position (0 = no shared word; empty = no lexical query;
+/// [`super::index::RetrievalIndex::lexical_scores`]). A channel
+/// with weight 0 is off. Every node counts for each channel's statistics (kept by
+/// [`DenseChannels`] as it was written; the scoreable nodes sharing no word count as lexical
+/// zeros), but only the nodes that can be recalled get a fused score: those whose raw score
+/// reaches the floor, or, with no embedding channel, that share a word with the query (the
+/// rest stay NaN; on a large graph that is most of them).
+/// Complexity: O(n) for the outputs and one pass over the lexical scores, plus
+/// O(candidates log candidates); rrf adds O(n log n) for the ranks.
 pub fn fuse_similarity(
     dense: DenseChannels,
-    mut lexical: Vec<f32>,
+    lexical: &[f32],
     cfg: &FusionConfig,
-    floor: f32,
 ) -> FusedSimilarity {
-    let DenseChannels {
-        dense: d,
-        tag: t,
-        raw,
-        habit,
-    } = dense;
-    let n = d.len();
-    // Lexical: present where a word is shared; the scoreable nodes sharing none count as
-    // zeros for the statistics.
-    let mut zeros = 0usize;
-    lexical.resize(n, 0.0);
-    for (l, r) in lexical.iter_mut().zip(&raw) {
-        if *l <= 0.0 || !l.is_finite() {
-            if r.is_finite() {
-                zeros += 1;
-            }
-            *l = f32::NAN;
-        }
-    }
-    let fit = |v: &[f32], zeros| Calibration::fit(v, cfg.method, cfg.rrf_k, zeros);
-    let chans: Vec<(Channel, f32, &[f32], Calibration)> = [
-        (Channel::Dense, cfg.dense, d.as_slice(), 0),
-        (Channel::Tag, cfg.tag, t.as_slice(), 0),
-        (Channel::Lexical, cfg.lexical, lexical.as_slice(), zeros),
+    let n = dense.raw.len();
+    let lexical_at = |i: u32| match lexical.get(i as usize) {
+        Some(&l) if l > 0.0 && l.is_finite() => l,
+        _ => f32::NAN,
+    };
+    let mut candidates: Vec<u32> = dense.above.clone();
+    let lex_stats = lexical_stats(lexical, &dense, &mut candidates);
+    let fit = |stats: &ChannelStats, values: &dyn Fn() -> Vec<f32>| match cfg.method {
+        FusionMethod::Rrf => Calibration::ranked(&values(), cfg.rrf_k),
+        m => Calibration::from_stats(stats, m),
+    };
+    let lexical_dense = || (0..n as u32).map(lexical_at).collect();
+    let chans: Vec<(Channel, f32, Calibration)> = [
+        (Channel::Dense, cfg.dense, &dense.dense_stats),
+        (Channel::Tag, cfg.tag, &dense.tag_stats),
+        (Channel::Lexical, cfg.lexical, &lex_stats),
     ]
     .into_iter()
-    .filter(|(_, w, _, _)| *w > 0.0)
-    .map(|(c, w, v, z)| (c, w as f32, v, fit(v, z)))
+    .filter(|(_, w, _)| *w > 0.0)
+    .map(|(c, w, stats)| {
+        let cal = match c {
+            Channel::Dense => fit(stats, &|| dense.dense.clone()),
+            Channel::Tag => fit(stats, &|| dense.tag.clone()),
+            _ => fit(stats, &lexical_dense),
+        };
+        (c, w as f32, cal)
+    })
     .collect();
+    let read = |c: Channel, i: u32| match c {
+        Channel::Dense => dense.dense.get(i as usize).copied().unwrap_or(f32::NAN),
+        Channel::Tag => dense.tag.get(i as usize).copied().unwrap_or(f32::NAN),
+        _ => lexical_at(i),
+    };
+    // The nodes at or above the floor and those found by words alone, ascending.
+    candidates.sort_unstable();
     let raw_lexical = cfg.method == FusionMethod::Raw;
     let mut score = vec![f32::NAN; n];
     let mut present = vec![0u8; n];
     let mut strong = vec![0u8; n];
-    let mut candidates = Vec::new();
-    for i in 0..n {
-        let wanted = match raw.get(i) {
-            Some(r) if r.is_finite() => *r >= floor,
-            _ => lexical.get(i).is_some_and(|l| l.is_finite()),
-        };
-        if !wanted {
-            continue;
-        }
+    candidates.retain(|&i| {
         let (mut num, mut den) = (0f32, 0f32);
         let (mut p, mut st) = (0u8, 0u8);
-        for (c, w, v, cal) in &chans {
-            let Some(&x) = v.get(i) else { continue };
+        for (c, w, cal) in &chans {
+            let x = read(*c, i);
             if !x.is_finite() {
                 continue;
             }
-            let x = cal.apply(i, x);
+            let x = cal.apply(i as usize, x);
             num += w * x;
             den += w;
             p |= bit(*c);
@@ -284,13 +335,18 @@ pub fn fuse_similarity(
                 st |= bit(*c);
             }
         }
-        if den > 0.0 {
-            score[i] = num / den;
-            present[i] = p;
-            strong[i] = st;
-            candidates.push(i as u32);
+        let i = i as usize;
+        match (score.get_mut(i), present.get_mut(i), strong.get_mut(i)) {
+            (Some(s), Some(pr), Some(sr)) if den > 0.0 => {
+                *s = num / den;
+                *pr = p;
+                *sr = st;
+                true
+            }
+            _ => false,
         }
-    }
+    });
+    let DenseChannels { raw, habit, .. } = dense;
     FusedSimilarity {
         score,
         raw,
@@ -299,6 +355,70 @@ pub fn fuse_similarity(
         habit,
         candidates,
     }
+}
+
+/// The lexical channel's statistics: present where a word is shared, with the scoreable
+/// nodes sharing none as zeros. The nodes with no embedding channel that share a word are
+/// pushed to `candidates`. Branch-free f32 lanes over blocks of 1,024 nodes, folded into f64
+/// per block: which nodes share a word is unpredictable, and a branch per node costs more
+/// than the arithmetic. Complexity: O(n).
+fn lexical_stats(
+    lexical: &[f32],
+    dense: &DenseChannels,
+    candidates: &mut Vec<u32>,
+) -> ChannelStats {
+    let mut stats = ChannelStats::default();
+    let mut shared = 0usize;
+    let raw = &dense.raw;
+    let n = lexical.len().min(raw.len());
+    for start in (0..n).step_by(1024) {
+        let end = (start + 1024).min(n);
+        let (Some(ls), Some(rs)) = (lexical.get(start..end), raw.get(start..end)) else {
+            break;
+        };
+        let (mut c8, mut s8, mut q8, mut m8) = ([0f32; 8], [0f32; 8], [0f32; 8], [0f32; 8]);
+        let mut both = [0u32; 8];
+        let mut lane = |k: usize, l: f32, r: f32| {
+            let ok = l > 0.0 && l.is_finite();
+            // `l` where present, else +0.0 (by mask: no branch, and no NaN reaches the sums).
+            let x = f32::from_bits(l.to_bits() & 0u32.wrapping_sub(u32::from(ok)));
+            c8[k] += f32::from(u8::from(ok));
+            s8[k] += x;
+            q8[k] += x * x;
+            m8[k] = m8[k].max(x);
+            both[k] += u32::from(ok && r.is_finite());
+        };
+        let (lc, rc) = (ls.chunks_exact(8), rs.chunks_exact(8));
+        let (lr, rr) = (lc.remainder(), rc.remainder());
+        for (l8, r8) in lc.zip(rc) {
+            for k in 0..8 {
+                lane(k, l8[k], r8[k]);
+            }
+        }
+        for (&l, &r) in lr.iter().zip(rr) {
+            lane(0, l, r);
+        }
+        let both: u32 = both.iter().sum();
+        let fold = |v: [f32; 8]| v.iter().map(|&x| f64::from(x)).sum::<f64>();
+        let max = m8.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let count = fold(c8);
+        if count > 0.0 {
+            stats.add_sums(count, fold(s8), fold(q8), max);
+        }
+        shared += both as usize;
+        if both as f64 != count {
+            candidates.extend(
+                (start..end)
+                    .filter(|&i| {
+                        lexical.get(i).is_some_and(|l| *l > 0.0 && l.is_finite())
+                            && !raw.get(i).is_some_and(|r| r.is_finite())
+                    })
+                    .map(|i| i as u32),
+            );
+        }
+    }
+    stats.add_zeros(dense.scoreable.saturating_sub(shared));
+    stats
 }
 
 #[cfg(test)]
@@ -348,26 +468,24 @@ mod tests {
         }
     }
 
+    /// Channels of 4 nodes with no tags and `raw = dense`.
+    fn untagged(dense: Vec<f32>, floor: f32) -> DenseChannels {
+        DenseChannels::new(
+            dense.clone(),
+            vec![f32::NAN; dense.len()],
+            dense,
+            None,
+            floor,
+        )
+    }
+
     #[test]
     fn only_nodes_that_can_be_recalled_get_a_fused_score() {
-        let dense = DenseChannels {
-            dense: vec![0.9, 0.7, 0.5, f32::NAN],
-            tag: vec![f32::NAN; 4],
-            raw: vec![0.9, 0.7, 0.5, f32::NAN],
-            habit: None,
-        };
-        let all = fuse_similarity(
-            dense.clone(),
-            vec![0.0, 0.0, 0.0, 2.0],
-            &FusionConfig::default(),
-            0.0,
-        );
-        let some = fuse_similarity(
-            dense,
-            vec![0.0, 0.0, 0.0, 2.0],
-            &FusionConfig::default(),
-            0.6,
-        );
+        let dense = vec![0.9, 0.7, 0.5, f32::NAN];
+        let hits = [0.0, 0.0, 0.0, 2.0];
+        let cfg = FusionConfig::default();
+        let all = fuse_similarity(untagged(dense.clone(), 0.0), &hits, &cfg);
+        let some = fuse_similarity(untagged(dense, 0.6), &hits, &cfg);
         // Above the floor: the same score (the statistics still count every node).
         assert_eq!(some.score[0], all.score[0]);
         assert_eq!(some.score[1], all.score[1]);
@@ -375,6 +493,60 @@ mod tests {
         // No embedding channel: recalled on a shared word, whatever the floor.
         assert_eq!(some.score[3], all.score[3]);
         assert!(some.score[3].is_finite());
+        assert_eq!(some.candidates, vec![0, 1, 3]);
+    }
+
+    #[test]
+    fn running_statistics_fit_as_the_values_do() {
+        // Raised values (the string channel, own habits) replace what they counted.
+        let mut s = ChannelStats::of(&[0.2, 0.4, f32::NAN], 1);
+        s.raise(0.4, 0.9);
+        s.raise(f32::NAN, 0.5);
+        let want = ChannelStats::of(&[0.2, 0.9, 0.5], 1);
+        for (a, b) in [(s.count, want.count), (s.sum, want.sum), (s.sq, want.sq)] {
+            assert!((a - b).abs() < 1e-12, "{a} vs {b}");
+        }
+        assert_eq!(s.max, want.max);
+        let mut halves = ChannelStats::of(&[0.2, 0.9], 0);
+        halves.merge(&ChannelStats::of(&[0.5], 1));
+        assert!((halves.sum - want.sum).abs() < 1e-12 && halves.count == want.count);
+    }
+
+    #[test]
+    fn lexical_statistics_in_lanes_match_the_plain_count() {
+        // 3,001 nodes: blocks of 1,024 and a ragged tail; words shared at random, some by
+        // nodes with no embedding channel (those become candidates).
+        let n = 3001;
+        let mut rng = crate::rng::SplitMix64::new(7);
+        let lexical: Vec<f32> = (0..n)
+            .map(|_| match rng.below(4) {
+                0 => 0.1 + 5.0 * rng.next_f64_open() as f32,
+                _ => 0.0,
+            })
+            .collect();
+        let raw: Vec<f32> = (0..n)
+            .map(|i| if i % 97 == 0 { f32::NAN } else { 0.5 })
+            .collect();
+        let dense = DenseChannels::new(raw.clone(), vec![f32::NAN; n], raw.clone(), None, 2.0);
+        let mut candidates = Vec::new();
+        let got = lexical_stats(&lexical, &dense, &mut candidates);
+        let present: Vec<f32> = lexical.iter().copied().filter(|&l| l > 0.0).collect();
+        let zeros = (0..n)
+            .filter(|&i| lexical[i] == 0.0 && raw[i].is_finite())
+            .count();
+        let want = ChannelStats::of(&present, zeros);
+        assert_eq!(got.count, want.count);
+        assert!(
+            (got.sum - want.sum).abs() < 1e-3 * want.sum,
+            "{got:?} vs {want:?}"
+        );
+        assert!((got.sq - want.sq).abs() < 1e-3 * want.sq);
+        assert_eq!(got.max, want.max);
+        let lone: Vec<u32> = (0..n as u32)
+            .filter(|&i| lexical[i as usize] > 0.0 && raw[i as usize].is_nan())
+            .collect();
+        assert!(!lone.is_empty());
+        assert_eq!(candidates, lone);
     }
 
     #[test]
@@ -390,13 +562,14 @@ mod tests {
     fn an_absent_channel_is_left_out_not_counted_as_zero() {
         // Two nodes with equal dense scores; only the first has tags, and its tag score is
         // the median of the tagged nodes: the untagged node must not lose to it.
-        let dense = DenseChannels {
-            dense: vec![0.9, 0.9, 0.5, 0.5],
-            tag: vec![0.8, f32::NAN, 0.9, 0.7],
-            raw: vec![0.9, 0.9, 0.5, 0.5],
-            habit: None,
-        };
-        let f = fuse_similarity(dense, vec![0.0; 4], &FusionConfig::default(), 0.0);
+        let dense = DenseChannels::new(
+            vec![0.9, 0.9, 0.5, 0.5],
+            vec![0.8, f32::NAN, 0.9, 0.7],
+            vec![0.9, 0.9, 0.5, 0.5],
+            None,
+            0.0,
+        );
+        let f = fuse_similarity(dense, &[], &FusionConfig::default());
         assert!(f.score[1] >= f.score[0], "{:?}", f.score);
         assert_eq!(f.present[1], bit(Channel::Dense));
         assert_eq!(f.present[0], bit(Channel::Dense) | bit(Channel::Tag));
@@ -404,18 +577,8 @@ mod tests {
 
     #[test]
     fn a_shared_rare_word_lifts_a_node() {
-        let dense = DenseChannels {
-            dense: vec![0.85, 0.84, 0.83, 0.849],
-            tag: vec![f32::NAN; 4],
-            raw: vec![0.85, 0.84, 0.83, 0.849],
-            habit: None,
-        };
-        let f = fuse_similarity(
-            dense,
-            vec![0.0, 0.0, 0.0, 3.0],
-            &FusionConfig::default(),
-            0.0,
-        );
+        let dense = untagged(vec![0.85, 0.84, 0.83, 0.849], 0.0);
+        let f = fuse_similarity(dense, &[0.0, 0.0, 0.0, 3.0], &FusionConfig::default());
         let best = (0..4)
             .max_by(|&a, &b| f.score[a].total_cmp(&f.score[b]))
             .unwrap();

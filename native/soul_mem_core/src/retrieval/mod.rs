@@ -22,6 +22,7 @@
 pub mod actions;
 pub mod bayes;
 pub mod config;
+pub mod dense_channels;
 pub mod dot;
 pub mod field_texts;
 pub mod field_vectors;
@@ -43,6 +44,7 @@ pub use config::{
     DefaultPipelineConfig, FusionConfig, FusionMethod, LiftTargets, PipelineConfig,
     ShortOnlyConfig, SimilarityConfig, TypePreference,
 };
+pub use dense_channels::{similarity_channels, DenseChannels};
 pub use field_texts::{node_texts, FieldKind};
 pub use field_vectors::NodeVectors;
 pub use fusion::{calibrate, Channel};
@@ -58,5 +60,5 @@ pub use ppr::{
     edge_weight, forward_push, naive_ppr, Csr, EdgeWeightParams, PprParams, PprWorkspace,
 };
 pub use query::{embed_query, EmbeddedQuery, QueryTexts, QueryVariant, QueryVectors, SubQuery};
-pub use similarity::{similarity, similarity_channels, DenseChannels};
+pub use similarity::similarity;
 pub use text_embedder::{embed_distinct, EmbedKind, TextEmbedder};

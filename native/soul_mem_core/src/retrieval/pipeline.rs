@@ -7,13 +7,13 @@ use super::config::{
     AssociateWithActionConfig, AssociationConfig, FusionMethod, LiftTargets, PipelineConfig,
     ShortOnlyConfig,
 };
+use super::dense_channels::similarity_channels;
 use super::fusion::{
     bit, calibrate_in_place, channels_of, fuse_similarity, Channel, FusedSimilarity,
 };
 use super::index::{EdgeDecay, RetrievalIndex};
 use super::ppr::{forward_push, Csr, PprParams};
 use super::query::{embed_query, EmbeddedQuery, QueryTexts, QueryVectors, SubQuery};
-use super::similarity::similarity_channels;
 use super::text_embedder::TextEmbedder;
 use super::top_k::{by_score, top_k};
 use crate::error::{Error, Result};
@@ -282,8 +282,7 @@ pub fn seeds_of(
     } else {
         Vec::new()
     };
-    let floor = cfg.similarity.similarity_threshold;
-    let fused = fuse_similarity(dense, lexical, &cfg.similarity.fusion, floor);
+    let fused = fuse_similarity(dense, &lexical, &cfg.similarity.fusion);
     let candidates = fused
         .candidates
         .iter()

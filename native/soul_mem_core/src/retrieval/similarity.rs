@@ -13,14 +13,14 @@ use rayon::prelude::*;
 
 /// How many of the best embedding scores the string channel must be able to reach to be
 /// computed for a node (see [`similarity_channels`]).
-const STRING_POOL: usize = 64;
+pub(super) const STRING_POOL: usize = 64;
 
 /// Nodes per parallel scan task (big enough to amortise the task, small enough to balance).
-const SCAN_CHUNK: usize = 4096;
+pub(super) const SCAN_CHUNK: usize = 4096;
 
 /// Per-query state: the plan, the tag channel per node, and the per-node best
 /// dot product of every probe (`maxes[i·probes + p]`, NaN = the node has no such rows).
-struct Prepared<'a> {
+pub(super) struct Prepared<'a> {
     q: &'a EmbeddedQuery,
     w: &'a BlendWeights,
     plan: Plan<'a>,
@@ -217,7 +217,7 @@ fn div(x: f32, d: f32) -> f32 {
 /// The seed's blend of the tag and variant channels over the ones present: the weighted mean
 /// when both are, else whichever is.
 #[inline]
-fn blend(w: &BlendWeights, tag: Option<f32>, variant: Option<f32>) -> Option<f32> {
+pub(super) fn blend(w: &BlendWeights, tag: Option<f32>, variant: Option<f32>) -> Option<f32> {
     match (tag, variant) {
         (Some(t), Some(va)) => Some(div(w.tag * t + w.variant * va, w.tag + w.variant)),
         (t, va) => va.or(t),
@@ -350,10 +350,7 @@ impl Prepared<'_> {
         blend(self.w, tag, variant)
     }
 
-    /// The tag and variant (dense) channels of node `i` apart; `None` for procedures. The tag
-    /// channel is present only when both the query and the node have tags: a note without
-    /// tags has nothing to compare, so it is left out of the blend rather than scored 0
-    /// (which would sink every untagged note under any tagged one).
+    /// [`Self::parts_in`] with the node's row of the whole scan ([`prepare`]).
     #[inline]
     fn parts_of(
         &self,
@@ -362,12 +359,29 @@ impl Prepared<'_> {
         i: usize,
         rank: usize,
     ) -> Option<(Option<f32>, Option<f32>)> {
+        let m = self.plan.probes.len();
+        let vals = self.maxes.get(i * m..(i + 1) * m).unwrap_or(&[]);
+        self.parts_in(idx, kind, i, rank, vals)
+    }
+
+    /// The tag and variant (dense) channels of node `i` (kind-order `rank`) apart, from its
+    /// best dot product per probe `vals` (one row of [`Self::scan`]'s output); `None` for
+    /// procedures. The tag channel is present only when both the query and the node have
+    /// tags: a note without tags has nothing to compare, so it is left out of the blend
+    /// rather than scored 0 (which would sink every untagged note under any tagged one).
+    #[inline]
+    pub(super) fn parts_in(
+        &self,
+        idx: &RetrievalIndex,
+        kind: NodeKind,
+        i: usize,
+        rank: usize,
+        vals: &[f32],
+    ) -> Option<(Option<f32>, Option<f32>)> {
         if kind == NodeKind::Procedure {
             // Actions are reached through Bayes, never as memories.
             return None;
         }
-        let m = self.plan.probes.len();
-        let vals = self.maxes.get(i * m..(i + 1) * m).unwrap_or(&[]);
         let tag = if self.q.tags.is_empty() || idx.vectors().node_tags(i).is_empty() {
             None
         } else {
@@ -397,7 +411,7 @@ impl Prepared<'_> {
     }
 
     /// Tag channel of node `i`: present when both the query and the node have tags.
-    fn tag_of(&self, idx: &RetrievalIndex, i: usize) -> Option<f32> {
+    pub(super) fn tag_of(&self, idx: &RetrievalIndex, i: usize) -> Option<f32> {
         if self.q.tags.is_empty() || idx.vectors().node_tags(i).is_empty() {
             return None;
         }
@@ -405,7 +419,7 @@ impl Prepared<'_> {
     }
 
     /// String channel of node `i`: best identifier match between query and node.
-    fn string(&self, idx: &RetrievalIndex, i: usize) -> f32 {
+    pub(super) fn string(&self, idx: &RetrievalIndex, i: usize) -> f32 {
         let Some(meta) = idx.node(i) else { return 0.0 };
         let node_ids = idx.idents(i);
         let mut best = 0f32;
@@ -471,7 +485,7 @@ pub(crate) struct SimScratch {
 }
 
 /// Refills `v` with `n` copies of `x`, keeping its allocation.
-fn refill(v: &mut Vec<f32>, n: usize, x: f32) {
+pub(super) fn refill(v: &mut Vec<f32>, n: usize, x: f32) {
     v.clear();
     v.resize(n, x);
 }
@@ -484,31 +498,64 @@ fn tag_channel(idx: &RetrievalIndex, q: &EmbeddedQuery, s: &mut SimScratch) {
     let n = idx.len();
     let v = idx.vectors();
     let nt = q.tags.len();
-    refill(&mut s.tags, n, 0.0);
-    for t in &q.tags {
-        refill(&mut s.tag_best, n, 0.0);
+    let best_into = |t: &QVec, best: &mut Vec<f32>| {
+        refill(best, n, 0.0);
         for j in 0..v.tag_vocab().len() {
             let sim = dot(t, v.tag_vector(j)).max(0.0);
             // max(x, 0) = x for every x ≥ 0: a non-positive similarity changes nothing.
             if sim > 0.0 {
                 for &r in idx.tag_ranks(j) {
-                    if let Some(b) = s.tag_best.get_mut(r as usize) {
+                    if let Some(b) = best.get_mut(r as usize) {
                         *b = b.max(sim);
                     }
                 }
             }
         }
+    };
+    let Some((first, rest)) = q.tags.split_first() else {
+        refill(&mut s.tags, n, 0.0);
+        return;
+    };
+    // The first tag's bests are the sum so far (most queries have one tag: one pass).
+    best_into(first, &mut s.tags);
+    for t in rest {
+        best_into(t, &mut s.tag_best);
         for (sum, best) in s.tags.iter_mut().zip(&s.tag_best) {
             *sum += best;
         }
     }
-    for x in &mut s.tags {
-        *x = div(*x, nt as f32);
+    if nt > 1 {
+        for x in &mut s.tags {
+            *x /= nt as f32;
+        }
     }
 }
 
-/// The tag channel and the field scan of `q` (the shared first half of [`similarity`] and
-/// [`similarity_channels`]); the buffers come from `s` and go back with [`Prepared::release`].
+/// The tag channel and the plan of `q`, without the field scan (the shared first step of
+/// [`similarity`] and [`super::dense_channels::similarity_channels`], which scans per chunk
+/// with [`Prepared::scan`]); the buffers come from `s` and go back with
+/// [`Prepared::release`].
+pub(super) fn prepare_plan<'a>(
+    idx: &RetrievalIndex,
+    q: &'a EmbeddedQuery,
+    cfg: &'a SimilarityConfig,
+    s: &mut SimScratch,
+) -> Prepared<'a> {
+    if q.tags.is_empty() {
+        s.tags.clear();
+    } else {
+        tag_channel(idx, q, s);
+    }
+    Prepared {
+        q,
+        w: &cfg.blend,
+        plan: Plan::new(q, &cfg.blend),
+        tags: std::mem::take(&mut s.tags),
+        maxes: std::mem::take(&mut s.maxes),
+    }
+}
+
+/// [`prepare_plan`] and the field scan of every node into [`Prepared::maxes`].
 fn prepare<'a>(
     idx: &RetrievalIndex,
     q: &'a EmbeddedQuery,
@@ -516,209 +563,51 @@ fn prepare<'a>(
     s: &mut SimScratch,
 ) -> Prepared<'a> {
     let n = idx.len();
-    let parallel = n >= cfg.parallel_min_nodes;
-    if q.tags.is_empty() {
-        s.tags.clear();
-    } else {
-        tag_channel(idx, q, s);
-    }
-    let plan = Plan::new(q, &cfg.blend);
-    let m = plan.probes.len();
-    let mut maxes = std::mem::take(&mut s.maxes);
+    let mut prep = prepare_plan(idx, q, cfg, s);
+    let m = prep.probes();
+    let mut maxes = std::mem::take(&mut prep.maxes);
     refill(&mut maxes, n * m, f32::NAN);
     if m > 0 {
-        if parallel {
+        if n >= cfg.parallel_min_nodes {
             maxes
                 .par_chunks_mut(SCAN_CHUNK * m)
                 .enumerate()
                 .for_each(|(c, out)| {
                     let lo = c * SCAN_CHUNK;
-                    plan.scan(idx, (lo, (lo + SCAN_CHUNK).min(n)), out)
+                    prep.scan(idx, (lo, (lo + SCAN_CHUNK).min(n)), out)
                 });
         } else {
-            plan.scan(idx, (0, n), &mut maxes);
+            prep.scan(idx, (0, n), &mut maxes);
         }
     }
-    Prepared {
-        q,
-        w: &cfg.blend,
-        plan,
-        tags: std::mem::take(&mut s.tags),
-        maxes,
-    }
+    prep.maxes = maxes;
+    prep
 }
 
 impl Prepared<'_> {
     /// Hands the buffers back to `s` for the next query.
-    fn release(self, s: &mut SimScratch) {
+    pub(super) fn release(self, s: &mut SimScratch) {
         s.maxes = self.maxes;
         s.tags = self.tags;
     }
-}
 
-/// The embedding-side channels of one query for every node, by position (NaN: the channel
-/// has nothing to compare for that node; procedures are NaN everywhere).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct DenseChannels {
-    /// Variant (per-field e5) channel, raised by the identifier string channel.
-    pub dense: Vec<f32>,
-    /// Tag channel: present when the query and the node both have tags.
-    pub tag: Vec<f32>,
-    /// The seed's fused cosine (tag and variant blended over the channels present, then the
-    /// string blend): the scale of the model's similarity floor.
-    pub raw: Vec<f32>,
-    /// The habit (procedure position) the query describes: set when the query is more like
-    /// one of the character's habits than like any memory, so the self answers for it.
-    pub habit: Option<u32>,
-}
-
-/// A character's habits are its own: the self note (`sem_self`) holds every procedure, and a
-/// semantic note the procedures it links to (its self-knowledge). A habit is scored like any
-/// note: the cosine of its action text against the query
-/// ([`super::actions::habit_cosines`]) is its dense channel, its tags meet the query's tags,
-/// and the two blend into its fused score. Each note that holds habits takes, at `weight`,
-/// the channels of its best-fused habit where they are higher than its own: a message that
-/// describes what the character habitually does ("always promising drawings and never
-/// delivering") recalls who the character is, as much as the habit. Complexity: O(nodes +
-/// their action links).
-fn own_habits(
-    idx: &RetrievalIndex,
-    prep: &Prepared<'_>,
-    habit: &[f32],
-    weight: f32,
-    out: &mut DenseChannels,
-) {
-    // (fused, dense, tag, position) of habit `p`, when its action text was compared.
-    type Scored = Option<(f32, f32, Option<f32>, u32)>;
-    let score = |p: usize| -> Scored {
-        let cos = habit.get(p).copied().filter(|c| c.is_finite())?;
-        let tag = prep.tag_of(idx, p);
-        Some((blend(prep.w, tag, Some(cos))?, cos, tag, p as u32))
-    };
-    let better = |a: Scored, b: Scored| match (a, b) {
-        (Some(x), Some(y)) => Some(if y.0 > x.0 { y } else { x }),
-        (x, y) => x.or(y),
-    };
-    let habits = idx.nodes_of_kind(NodeKind::Procedure);
-    let any_habit = habits.iter().map(|&p| score(p as usize)).fold(None, better);
-    // The self holds every habit, so it answers for them only when the query is more like
-    // one of them than like any memory (fused over the same channels): when it describes a
-    // habit.
-    let best_memory = out
-        .raw
-        .iter()
-        .copied()
-        .filter(|c| c.is_finite())
-        .fold(f32::NEG_INFINITY, f32::max);
-    let any_habit = any_habit.filter(|h| h.0 >= best_memory);
-    out.habit = any_habit.map(|h| h.3);
-    for &i in idx.habit_holders() {
-        let best = if Some(i) == idx.self_node() {
-            any_habit
-        } else {
-            idx.action_edges(i as usize)
-                .iter()
-                .map(|&(p, _)| score(p as usize))
-                .fold(None, better)
-        };
-        let i = i as usize;
-        let Some((fused, dense, tag, _)) = best else {
-            continue;
-        };
-        let raise = |slot: Option<&mut f32>, v: f32| {
-            if let Some(slot) = slot {
-                if !(slot.is_finite() && *slot >= weight * v) {
-                    *slot = weight * v;
-                }
-            }
-        };
-        raise(out.raw.get_mut(i), fused);
-        raise(out.dense.get_mut(i), dense);
-        if let Some(t) = tag {
-            raise(out.tag.get_mut(i), t);
-        }
+    /// How many (query vector, field) comparisons the query needs: the width of a node's
+    /// row in [`Self::scan`]'s output.
+    pub(super) fn probes(&self) -> usize {
+        self.plan.probes.len()
     }
-}
 
-/// Every node's [`DenseChannels`] for `q`, whose habit cosines are `habits`
-/// ([`super::actions::habit_cosines`], for the notes that hold habits; empty when the
-/// caller needs none). Unlike [`similarity`] there is no floor and no
-/// top-k: the calibrated fusion needs each channel's whole distribution. Only the string
-/// channel is skipped for nodes it cannot lift into the best `STRING_POOL` (64) dense scores.
-///
-/// Complexity: the field scan of [`similarity`] plus O(n) and the string channel over the
-/// nodes with identifiers that pass that bound.
-pub fn similarity_channels(
-    idx: &RetrievalIndex,
-    q: &EmbeddedQuery,
-    habits: &[f32],
-    cfg: &SimilarityConfig,
-) -> DenseChannels {
-    let n = idx.len();
-    let mut out = DenseChannels {
-        dense: vec![f32::NAN; n],
-        tag: vec![f32::NAN; n],
-        raw: vec![f32::NAN; n],
-        habit: None,
-    };
-    if n == 0 {
-        return out;
+    /// The best dot product of every probe for the nodes `lo..hi` into `out`
+    /// (`(hi − lo) × probes`, filled with NaN by the caller; NaN stays where a node has no
+    /// rows of the probe's field).
+    pub(super) fn scan(&self, idx: &RetrievalIndex, range: (usize, usize), out: &mut [f32]) {
+        self.plan.scan(idx, range, out);
     }
-    idx.with_sim_scratch(|s| {
-        let prep = prepare(idx, q, cfg, s);
-        let w = &cfg.blend;
-        for (rank, &i) in idx.kind_order().iter().enumerate() {
-            let i = i as usize;
-            let Some(kind) = idx.kind(i) else { continue };
-            let Some((tag, variant)) = prep.parts_of(idx, kind, i, rank) else {
-                continue;
-            };
-            if let (Some(t), Some(slot)) = (tag, out.tag.get_mut(i)) {
-                *slot = t;
-            }
-            if let (Some(v), Some(slot)) = (variant, out.dense.get_mut(i)) {
-                *slot = v;
-            }
-            if let (Some(r), Some(slot)) = (blend(w, tag, variant), out.raw.get_mut(i)) {
-                *slot = r;
-            }
-        }
-        if w.own_habits > 0.0 {
-            own_habits(idx, &prep, habits, w.own_habits, &mut out);
-        }
-        let alpha = w.string_blend_alpha;
-        // The string channel can only raise a node to α·e + (1 − α); nodes that cannot reach
-        // the best STRING_POOL embedding scores even then are skipped (their rise would not
-        // change the seeds, and barely the channel's statistics).
-        // The STRING_POOL-th best dense score (one comparison per node for most nodes).
-        let mut best: Vec<f32> = Vec::with_capacity(STRING_POOL + 1);
-        for &x in out.dense.iter().filter(|x| x.is_finite()) {
-            push_top(&mut best, STRING_POOL, x, |a, b| b.total_cmp(a));
-        }
-        let bar = match best.get(STRING_POOL - 1) {
-            Some(&x) if best.len() == STRING_POOL => x,
-            _ => f32::NEG_INFINITY,
-        };
-        for &i in idx.ident_nodes() {
-            let e = out.dense.get(i as usize).copied().unwrap_or(f32::NAN);
-            if !(e.is_finite() && alpha * e + (1.0 - alpha) >= bar) {
-                continue;
-            }
-            let st = prep.string(idx, i as usize);
-            if st <= 0.0 {
-                continue;
-            }
-            for v in [&mut out.dense, &mut out.raw] {
-                if let Some(e) = v.get_mut(i as usize) {
-                    if e.is_finite() {
-                        *e = e.max(alpha * *e + (1.0 - alpha) * st);
-                    }
-                }
-            }
-        }
-        prep.release(s);
-    });
-    out
+
+    /// The blend weights of the query's configuration.
+    pub(super) fn weights(&self) -> &BlendWeights {
+        self.w
+    }
 }
 
 fn similarity_in(

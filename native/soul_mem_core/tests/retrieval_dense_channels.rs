@@ -1,0 +1,139 @@
+//! The dense side of a query, made chunk by chunk with its statistics kept as it is written:
+//! what the fusion reads of it must be what it would compute from the final values, on a
+//! graph of several scan chunks, with own habits and identifiers raising scores, in one
+//! thread or many.
+#![allow(clippy::unwrap_used)]
+
+mod retrieval_util;
+use retrieval_util::*;
+
+use soul_mem_core::retrieval::fusion::{fuse_similarity, FusedSimilarity};
+use soul_mem_core::retrieval::*;
+
+const TOPICS: [&str; 6] = ["红茶", "花园", "下雨", "画稿", "钢琴", "猫"];
+
+/// ~9,000 notes (more than two scan chunks): people, episodes, places, habits and the self.
+fn big() -> soul_mem_core::graph::MemoryGraph {
+    let mut notes = Vec::new();
+    let mut me = sem("sem_self", "小红", "一个喜欢红茶的学生", &["自身"]);
+    for i in 0..3000 {
+        let t = TOPICS[i % TOPICS.len()];
+        let tags: &[&str] = if i % 3 == 0 { &[] } else { &[t] };
+        notes.push(sem(
+            &format!("person{i}"),
+            &format!("人物{i}"),
+            &format!("和{t}有关的人"),
+            tags,
+        ));
+        let mut s = spec(&format!("s{i}"), &format!("第{i}天在{t}旁边聊天"), None);
+        if i % 50 == 0 {
+            trig(&mut s, &format!("p{}", i / 50), 0.7);
+        }
+        notes.push(s);
+        notes.push(abs_loc(&format!("a{i}"), &format!("{t}的地方{i}")));
+        if i % 50 == 0 {
+            notes.push(proc_node(
+                &format!("p{}", i / 50),
+                &format!("总是在{t}时候拖延"),
+            ));
+            trig(&mut me, &format!("p{}", i / 50), 0.5);
+        }
+    }
+    notes.push(me);
+    graph(notes)
+}
+
+fn query(json: &str) -> SubQuery {
+    serde_json::from_str(json).unwrap()
+}
+
+fn queries() -> Vec<SubQuery> {
+    vec![
+        query(
+            r#"{"priority":1,"tag":["红茶"],"variant":{"Semantic":[{"concept_identifier":"人物12","description":"和红茶有关的人"}]}}"#,
+        ),
+        query(
+            r#"{"priority":1,"tag":[],"variant":{"Semantic":[{"concept_identifier":"总是在画稿时候拖延","description":"总是在画稿时候拖延"}]}}"#,
+        ),
+        query(
+            r#"{"priority":1,"tag":["下雨","猫"],"variant":{"Situation":[{"narrative":"第40天在下雨旁边聊天"}]}}"#,
+        ),
+    ]
+}
+
+fn fused(
+    idx: &RetrievalIndex,
+    q: &SubQuery,
+    e: &HashEmbedder,
+    cfg: &PipelineConfig,
+) -> (DenseChannels, FusedSimilarity, FusedSimilarity) {
+    let v = embed_query(q, e).unwrap();
+    let eq = EmbeddedQuery::assemble(q, &v, idx.vectors().dim()).unwrap();
+    let habits = actions::habit_cosines(idx, &eq);
+    let ch = similarity_channels(idx, &eq, &habits, &cfg.similarity);
+    let rebuilt = DenseChannels::new(
+        ch.dense().to_vec(),
+        ch.tag().to_vec(),
+        ch.raw().to_vec(),
+        ch.habit(),
+        cfg.similarity.similarity_threshold,
+    );
+    let lexical = idx.lexical_scores(&query_terms(q));
+    let f = &cfg.similarity.fusion;
+    let kept = fuse_similarity(ch.clone(), &lexical, f);
+    let recomputed = fuse_similarity(rebuilt, &lexical, f);
+    (ch, kept, recomputed)
+}
+
+fn assert_same(a: &FusedSimilarity, b: &FusedSimilarity) {
+    assert_eq!(a.candidates, b.candidates);
+    assert_eq!(a.present, b.present);
+    for &i in &a.candidates {
+        let (x, y) = (a.score[i as usize], b.score[i as usize]);
+        assert!((x - y).abs() < 1e-5, "node {i}: {x} vs {y}");
+    }
+}
+
+#[test]
+fn the_statistics_kept_while_writing_are_those_of_the_final_values() {
+    let g = big();
+    let e = HashEmbedder::new(64).unwrap();
+    let idx = RetrievalIndex::build_with_embedder(&g, &e).unwrap();
+    assert!(idx.len() > 2 * 4096);
+    let mut cfg = PipelineConfig::default();
+    cfg.similarity.similarity_threshold = 0.3;
+    cfg.similarity.parallel_min_nodes = usize::MAX;
+    let mut raised = 0;
+    for q in queries() {
+        let (ch, kept, recomputed) = fused(&idx, &q, &e, &cfg);
+        assert!(!kept.candidates.is_empty());
+        assert_same(&kept, &recomputed);
+        raised += usize::from(ch.habit().is_some());
+    }
+    // The habit query raised the self through its habits (the path that rewrites values).
+    assert!(raised > 0);
+}
+
+#[test]
+fn one_thread_and_many_give_the_same_channels() {
+    let g = big();
+    let e = HashEmbedder::new(64).unwrap();
+    let idx = RetrievalIndex::build_with_embedder(&g, &e).unwrap();
+    let mut one = PipelineConfig::default();
+    one.similarity.similarity_threshold = 0.3;
+    one.similarity.parallel_min_nodes = usize::MAX;
+    let mut many = one.clone();
+    many.similarity.parallel_min_nodes = 0;
+    for q in queries() {
+        let (a, fa, _) = fused(&idx, &q, &e, &one);
+        let (b, fb, _) = fused(&idx, &q, &e, &many);
+        for (x, y) in [
+            (a.dense(), b.dense()),
+            (a.tag(), b.tag()),
+            (a.raw(), b.raw()),
+        ] {
+            assert!(x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits()));
+        }
+        assert_same(&fa, &fb);
+    }
+}
