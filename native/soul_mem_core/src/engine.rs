@@ -151,14 +151,23 @@ impl Engine {
     }
 
     /// Embeds every note (passage side) and builds the retrieval index, reporting progress.
-    /// With a cached model, re-embedding an unchanged graph computes nothing.
+    /// Notes whose texts are unchanged since the previous index of the same embedder keep
+    /// their vectors (only new and changed notes reach the embedder); with a cached model,
+    /// re-embedding an unchanged text computes nothing either.
     pub fn embed_all(
         &mut self,
         embedder: EmbedderChoice,
         report: &dyn Fn(usize, usize),
     ) -> Result<()> {
         let progress = ProgressEmbedder::new(embedder.as_dyn(), 64, report);
-        let vectors = NodeVectors::embed_graph(&self.graph, &progress)?;
+        // Notes whose texts did not change keep their rows from the previous index of the
+        // same embedder: a working graph that gained or lost a few notes embeds only those.
+        let same = self
+            .embedder
+            .as_ref()
+            .is_some_and(|e| e.name() == embedder.name());
+        let prev = self.index.as_ref().filter(|_| same).map(|i| i.vectors());
+        let vectors = NodeVectors::embed_graph_reusing(&self.graph, &progress, prev)?;
         // The previous snapshot's lexical index is synced, not rebuilt (only changed notes
         // are segmented again).
         self.index = Some(RetrievalIndex::build_reusing(

@@ -4,7 +4,7 @@
 use crate::error::{Error, Result};
 use crate::model::{LinkId, LinkKind, MemoryId, MemoryLink, MemoryNote, NodeKind};
 use indexmap::IndexMap;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// One state of one open store (see `Store::sync_tag`): a graph holding the tag of the store's
 /// current state, plus its change log, is exactly what the store holds once the logged notes
@@ -332,22 +332,59 @@ impl MemoryGraph {
     /// Removes a note, its outgoing links and every link pointing at it.
     /// Complexity: O(nodes + links) — removal is rare (archiving), lookups are not.
     pub fn remove(&mut self, id: &MemoryId) -> Option<MemoryNote> {
-        let note = self.notes.shift_remove(id)?;
-        self.readable.remove(&note.readable_id);
-        self.log.touch(*id);
+        self.remove_many(std::slice::from_ref(id), false).pop()
+    }
+
+    /// Removes the notes `ids` (absent ones are skipped) with their outgoing links, in one
+    /// pass, and returns them in graph order. Links from the remaining notes to them are
+    /// dropped, or with `keep_incoming` buffered as pending links — as a store keeps them —
+    /// so they attach again when the note is inserted again (working memory releasing notes).
+    ///
+    /// Complexity: O(nodes + links) for the whole batch.
+    pub fn remove_many(&mut self, ids: &[MemoryId], keep_incoming: bool) -> Vec<MemoryNote> {
+        let set: HashSet<MemoryId> = ids
+            .iter()
+            .filter(|id| self.notes.contains_key(*id))
+            .copied()
+            .collect();
+        if set.is_empty() {
+            return Vec::new();
+        }
+        let mut removed = Vec::with_capacity(set.len());
+        let mut kept = IndexMap::with_capacity(self.notes.len() - set.len());
+        for (id, note) in std::mem::take(&mut self.notes) {
+            if set.contains(&id) {
+                removed.push(note);
+            } else {
+                kept.insert(id, note);
+            }
+        }
+        self.notes = kept;
+        for note in &removed {
+            self.readable.remove(&note.readable_id);
+            self.log.touch(note.id);
+        }
         for (from, other) in self.notes.iter_mut() {
-            let before = other.links.len();
-            other.links.retain(|l| l.to != *id);
-            if other.links.len() != before {
-                self.log.touch(*from);
+            if !other.links.iter().any(|l| set.contains(&l.to)) {
+                continue;
+            }
+            self.log.touch(*from);
+            let (gone, stay): (Vec<MemoryLink>, Vec<MemoryLink>) = std::mem::take(&mut other.links)
+                .into_iter()
+                .partition(|l| set.contains(&l.to));
+            other.links = stay;
+            if keep_incoming {
+                for l in gone {
+                    self.pending.entry(l.to).or_default().push(l);
+                }
             }
         }
         for waiting in self.pending.values_mut() {
-            waiting.retain(|l| l.from != *id);
+            waiting.retain(|l| !set.contains(&l.from));
         }
         self.pending.retain(|_, v| !v.is_empty());
         self.version += 1;
-        Some(note)
+        removed
     }
 
     /// Drops the links buffered for the absent note `to` (it was deleted for good); their

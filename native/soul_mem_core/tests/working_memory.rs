@@ -296,7 +296,7 @@ fn partial_checkpoint_never_deletes_unloaded_notes() {
     // The new note is in the long-term index now: it can seed an activation.
     assert_eq!(wm.index_len(), 42);
     let seeds = wm
-        .seeds(&wm.embed_queries(&["新学到的东西"]).unwrap())
+        .seeds(&s, &wm.embed_queries(&["新学到的东西"]).unwrap())
         .unwrap();
     assert_eq!(seeds[0].0, id("fresh"));
     // A whole-graph checkpoint of the same partial graph WOULD delete them (the contrast).
@@ -424,7 +424,7 @@ fn seeds_from_the_long_term_index_match_store_nearest() {
     for text in ["苹果", "海洋钢琴", "雪山 017", "月亮书店 033", "灯塔"] {
         let q = embedder.embed(&[text], soul_mem_core::retrieval::EmbedKind::Query);
         let q = q.unwrap().remove(0);
-        let ours = wm.seeds(std::slice::from_ref(&q)).unwrap();
+        let ours = wm.seeds(&s, std::slice::from_ref(&q)).unwrap();
         let theirs = s.nearest(wm.model(), &q, 7).unwrap();
         assert_eq!(ours.len(), theirs.len(), "{text}");
         for ((a, sa), (b, sb)) in ours.iter().zip(&theirs) {
@@ -462,8 +462,8 @@ fn bad_inputs_are_errors() {
     let mut e2 = Engine::new(MemoryGraph::new(C));
     assert!(WorkingMemory::open(&mut e2, &mut s, hash(), bad, &|_, _| {}).is_err());
     let (mut e, mut wm) = open(&mut s, WorkingConfig::default());
-    assert!(wm.seeds(&[vec![1.0; 3]]).is_err(), "wrong dimension");
-    assert!(wm.seeds(&[vec![0.0; DIM]]).unwrap().is_empty());
+    assert!(wm.seeds(&s, &[vec![1.0; 3]]).is_err(), "wrong dimension");
+    assert!(wm.seeds(&s, &[vec![0.0; DIM]]).unwrap().is_empty());
     assert!(wm.activate(&mut other, &mut s, &[]).is_err());
     let r = wm.activate(&mut e, &mut s, &[]).unwrap();
     assert_eq!(r.working_size, 1);

@@ -408,16 +408,49 @@ fn measure(a: &Args) -> Result<serde_json::Value> {
         index.reused, index.embedded, act.loaded.len()
     );
 
+    // Seeds from the int8 long-term index against the exact f32 top-k (the store's
+    // brute-force scan over the stored vectors), on a sample of the queries.
+    let sample = texts.len().min(40);
+    let (mut agree, mut exact_total) = (0usize, 0usize);
+    for text in &texts[..sample] {
+        let q = wm.embed_queries(&[text.as_str()])?;
+        let got: Vec<MemoryId> = wm
+            .seeds(&store, &q)?
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        let exact = store.nearest(wm.model(), &q[0], cfg.seeds_per_query)?;
+        exact_total += exact.len();
+        agree += exact.iter().filter(|(id, _)| got.contains(id)).count();
+    }
+    let seed_agreement = agree as f64 / exact_total.max(1) as f64;
+    println!(
+        "  int8 long-term index: {:.1} MB ({:.0} bytes per note); seeds = exact f32 top-{} for {:.1} % ({agree}/{exact_total}, {sample} queries)",
+        wm.index_bytes() as f64 / 1e6,
+        wm.index_bytes() as f64 / wm.index_len().max(1) as f64,
+        cfg.seeds_per_query,
+        100.0 * seed_agreement
+    );
+
     // Recall loop.
     let mut total = Vec::with_capacity(a.queries);
     let mut pipeline = Vec::with_capacity(a.queries);
     let (mut loaded, mut released, mut persisted, mut reruns, mut found) = (0, 0, 0, 0, 0);
     let mut working_sizes = Vec::with_capacity(a.queries);
+    // Digest of every recall's result and activation (ids in order): equal digests across
+    // builds mean identical recall lists and identical working-memory traffic.
+    let mut digest = std::hash::DefaultHasher::new();
     for text in &texts[1..] {
         let q = [query_for(text)?];
         let t = Instant::now();
         let (result, rep) = wm.recall(&mut engine, &mut store, &q, &pcfg, None)?;
         total.push(ms(t));
+        {
+            use std::hash::Hash;
+            let ids: Vec<_> = result.memories.iter().map(|m| m.id).collect();
+            let actions: Vec<_> = result.actions.iter().map(|m| m.id).collect();
+            (ids, actions, &rep.seeds.len(), &rep.loaded, &rep.released).hash(&mut digest);
+        }
         // Write something now and then, so releases have changed notes to persist.
         if let Some(m) = result.memories.first() {
             let at = engine.graph().get(&m.id).map(|n| n.last_accessed_time);
@@ -435,6 +468,7 @@ fn measure(a: &Args) -> Result<serde_json::Value> {
         found += usize::from(!result.memories.is_empty());
         working_sizes.push(rep.working_size as f64);
     }
+    let digest = format!("{:016x}", std::hash::Hasher::finish(&digest));
     let (p50, p99) = p50_p99(total.clone());
     let (pp50, pp99) = p50_p99(pipeline);
     let mean = total.iter().sum::<f64>() / total.len() as f64;
@@ -445,7 +479,7 @@ fn measure(a: &Args) -> Result<serde_json::Value> {
         a.queries
     );
     println!(
-        "  per query: {:.0} notes loaded, {:.0} released ({:.1} persisted), rerun after expansion {:.0} %, working size p50 {ws50:.0}; {found}/{} recalls returned memories",
+        "  per query: {:.0} notes loaded, {:.0} released ({:.1} persisted), rerun after expansion {:.0} %, working size p50 {ws50:.0}; {found}/{} recalls returned memories; digest {digest}",
         loaded as f64 / n,
         released as f64 / n,
         persisted as f64 / n,
@@ -495,6 +529,9 @@ fn measure(a: &Args) -> Result<serde_json::Value> {
             "rerun_share": reruns as f64 / n,
         },
         "working_size_p50": ws50,
+        "index_bytes": wm.index_bytes(),
+        "seed_agreement_with_f32": seed_agreement,
+        "digest": digest,
         "checkpoint_ms": checkpoint_ms,
         "checkpoint_notes": ck.notes,
         "peak_rss_mib": peak,

@@ -39,6 +39,70 @@ impl QVec {
     }
 }
 
+impl QVec {
+    /// Calls `f(i, score)` for every int8 row `i` of `rows` (row-major, `scales.len()` rows
+    /// of this query's length): `score` is the row's scaled dot product with this query,
+    /// exactly as [`NodeVectors::max_dot_q8`] computes it. The AVX2 kernel is chosen once.
+    /// Complexity: O(rows × dim).
+    pub(crate) fn for_each_dot_q8(
+        &self,
+        rows: &[i8],
+        scales: &[f32],
+        mut f: impl FnMut(usize, f32),
+    ) {
+        let dim = self.f.len();
+        if dim == 0 {
+            return;
+        }
+        #[cfg(target_arch = "x86_64")]
+        {
+            if dim <= MAX_I16_DIM && self.q16.len() == dim && std::is_x86_feature_detected!("avx2")
+            {
+                // SAFETY: AVX2 checked just above; rows have this query's length ≤ MAX_I16_DIM.
+                unsafe { for_each_dot_i16_avx2(self, rows, scales, f) };
+                return;
+            }
+        }
+        for (i, (r, s)) in rows.chunks_exact(dim).zip(scales).enumerate() {
+            f(i, dot_q8(self, r) * s);
+        }
+    }
+}
+
+/// [`QVec::for_each_dot_q8`] with the i16 × i8 kernel inlined.
+///
+/// # Safety
+/// The CPU must support AVX2; `q.q16` must have the query's length ≤ [`MAX_I16_DIM`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn for_each_dot_i16_avx2(
+    q: &QVec,
+    rows: &[i8],
+    scales: &[f32],
+    mut f: impl FnMut(usize, f32),
+) {
+    for (i, (r, s)) in rows.chunks_exact(q.q16.len()).zip(scales).enumerate() {
+        // SAFETY: AVX2 is enabled for this function; equal lengths ≤ MAX_I16_DIM.
+        f(
+            i,
+            (unsafe { dot_i16_i8_avx2(&q.q16, r) }) as f32 * q.scale * s,
+        );
+    }
+}
+
+/// Appends the int8 copy of `v` (scale `max|x|/127`, round to nearest) to `out` and returns
+/// the scale (0 for a zero row). Complexity: O(len).
+pub(crate) fn quantise_q8(v: &[f32], out: &mut Vec<i8>) -> f32 {
+    let max = v.iter().fold(0f32, |m, x| m.max(x.abs()));
+    let scale = if max > 0.0 { max / 127.0 } else { 0.0 };
+    let inv = if scale > 0.0 { 1.0 / scale } else { 0.0 };
+    out.extend(
+        v.iter()
+            .map(|x| (x * inv).round().clamp(-127.0, 127.0) as i8),
+    );
+    scale
+}
+
 impl std::ops::Deref for QVec {
     type Target = [f32];
     fn deref(&self) -> &[f32] {
@@ -137,14 +201,16 @@ impl FieldMatrix {
 
     fn push_row(&mut self, v: &[f32]) {
         self.data.extend_from_slice(v);
-        let max = v.iter().fold(0f32, |m, x| m.max(x.abs()));
-        let scale = if max > 0.0 { max / 127.0 } else { 0.0 };
-        let inv = if scale > 0.0 { 1.0 / scale } else { 0.0 };
-        self.q8.extend(
-            v.iter()
-                .map(|x| (x * inv).round().clamp(-127.0, 127.0) as i8),
-        );
+        let scale = quantise_q8(v, &mut self.q8);
         self.scales.push(scale);
+    }
+
+    /// Appends rows `a..b` of `other` (f32, int8 and scales) as they are.
+    fn extend_from(&mut self, other: &FieldMatrix, a: usize, b: usize, dim: usize) {
+        self.data.extend_from_slice(other.row_range(a, b, dim));
+        let (q8, scales) = other.row_range_q8(a, b, dim);
+        self.q8.extend_from_slice(q8);
+        self.scales.extend_from_slice(scales);
     }
 
     /// Number of rows over all nodes.
@@ -263,9 +329,28 @@ pub struct NodeVectors {
     tag_ids: Vec<u32>,
     /// `starts[i][f]..starts[i + 1][f]`: rows of field `f` for node `i` (length n + 1).
     starts: Vec<[u32; ROW_KINDS_LEN]>,
+    /// Per node, a fingerprint of its `(field, text)` list: a rebuild reuses the rows of a
+    /// node whose fingerprint did not change ([`NodeVectors::embed_graph_reusing`]).
+    signatures: Vec<u64>,
 }
 
 const ROW_KINDS_LEN: usize = FieldKind::ROW_KINDS.len();
+
+/// The fingerprint of a node's `(field, text)` list (SipHash with fixed keys: stable within
+/// a process, which is as long as an index lives).
+fn signature_of<'a>(items: impl Iterator<Item = (FieldKind, &'a str)>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    for (kind, text) in items {
+        kind.hash(&mut h);
+        text.hash(&mut h);
+    }
+    h.finish()
+}
+
+fn signature(items: &[(FieldKind, &str, &[f32])]) -> u64 {
+    signature_of(items.iter().map(|(k, t, _)| (*k, *t)))
+}
 
 impl NodeVectors {
     /// An empty store of dimension `dim` to be filled with [`NodeVectors::push_node`].
@@ -285,6 +370,7 @@ impl NodeVectors {
             tag_offsets: vec![0],
             starts: vec![[0; ROW_KINDS_LEN]],
             tag_ids: Vec::new(),
+            signatures: Vec::new(),
         })
     }
 
@@ -302,38 +388,76 @@ impl NodeVectors {
                 ));
             }
         }
-        let mut new_tags: Vec<(String, Vec<f32>)> = Vec::new();
-        let mut node_tag_ids: Vec<u32> = Vec::new();
+        self.push_items(id, items, signature(items));
+        Ok(())
+    }
+
+    /// Appends node `j` of `prev` (same dimension) as the next node, its rows copied as they
+    /// are (f32 and int8 alike: bit-identical to embedding it again). Complexity: O(rows × dim).
+    fn push_node_from(&mut self, prev: &NodeVectors, j: usize) {
+        for (ri, f) in self.fields.iter_mut().enumerate() {
+            if let Some((a, b)) = prev.range(ri, j) {
+                f.extend_from(&prev.fields[ri], a, b, self.dim);
+            }
+        }
+        let tags: Vec<(&str, &[f32])> = prev
+            .node_tags(j)
+            .iter()
+            .map(|&t| {
+                (
+                    prev.tag_vocab[t as usize].as_str(),
+                    prev.tag_vector(t as usize),
+                )
+            })
+            .collect();
+        self.close_node(prev.ids[j], &tags, prev.signatures[j]);
+    }
+
+    /// Normalises and appends the rows of `items`, then closes the node.
+    fn push_items(&mut self, id: MemoryId, items: &[(FieldKind, &str, &[f32])], sig: u64) {
+        let mut tags: Vec<(&str, Vec<f32>)> = Vec::new();
+        let mut buf: Vec<f32> = Vec::with_capacity(self.dim);
         for &(kind, text, v) in items {
-            let mut v = v.to_vec();
-            l2_normalise(&mut v);
+            buf.clear();
+            buf.extend_from_slice(v);
+            l2_normalise(&mut buf);
             match kind.row_index() {
-                Some(ri) => self.fields[ri].push_row(&v),
+                Some(ri) => self.fields[ri].push_row(&buf),
+                None => tags.push((text, buf.clone())),
+            }
+        }
+        let tags: Vec<(&str, &[f32])> = tags.iter().map(|(t, v)| (*t, v.as_slice())).collect();
+        self.close_node(id, &tags, sig);
+    }
+
+    /// Ends the node whose rows were just appended: its (normalised) tags, deduplicated by
+    /// text (the first vector of a text wins), its row ranges, id and fingerprint.
+    fn close_node(&mut self, id: MemoryId, tags: &[(&str, &[f32])], sig: u64) {
+        let mut new_tags: Vec<(&str, &[f32])> = Vec::new();
+        let mut node_tag_ids: Vec<u32> = Vec::new();
+        for &(text, v) in tags {
+            let existing = self.tag_lookup.get(text).copied().or_else(|| {
+                new_tags
+                    .iter()
+                    .position(|(t, _)| *t == text)
+                    .map(|p| (self.tag_vocab.len() + p) as u32)
+            });
+            let tid = match existing {
+                Some(t) => t,
                 None => {
-                    let existing = self.tag_lookup.get(text).copied().or_else(|| {
-                        new_tags
-                            .iter()
-                            .position(|(t, _)| t == text)
-                            .map(|p| (self.tag_vocab.len() + p) as u32)
-                    });
-                    let tid = match existing {
-                        Some(t) => t,
-                        None => {
-                            new_tags.push((text.to_owned(), v));
-                            (self.tag_vocab.len() + new_tags.len() - 1) as u32
-                        }
-                    };
-                    if !node_tag_ids.contains(&tid) {
-                        node_tag_ids.push(tid);
-                    }
+                    new_tags.push((text, v));
+                    (self.tag_vocab.len() + new_tags.len() - 1) as u32
                 }
+            };
+            if !node_tag_ids.contains(&tid) {
+                node_tag_ids.push(tid);
             }
         }
         for (t, v) in new_tags {
             self.tag_lookup
-                .insert(t.clone(), self.tag_vocab.len() as u32);
-            self.tag_vocab.push(t);
-            self.tag_matrix.extend_from_slice(&v);
+                .insert(t.to_owned(), self.tag_vocab.len() as u32);
+            self.tag_vocab.push(t.to_owned());
+            self.tag_matrix.extend_from_slice(v);
         }
         let node = self.ids.len() as u32;
         let mut next = [0u32; ROW_KINDS_LEN];
@@ -352,7 +476,7 @@ impl NodeVectors {
         self.tag_ids.extend_from_slice(&node_tag_ids);
         self.tag_offsets.push(self.tag_ids.len() as u32);
         self.ids.push(id);
-        Ok(())
+        self.signatures.push(sig);
     }
 
     /// The distinct texts [`Self::embed_graph`] would embed for `graph`, in order of first
@@ -371,16 +495,53 @@ impl NodeVectors {
     /// Embeds every note of `graph` (passage side) with `embedder`. Identical texts are
     /// embedded once. Complexity: one embedder call over the distinct texts of the graph.
     pub fn embed_graph(graph: &MemoryGraph, embedder: &dyn TextEmbedder) -> Result<Self> {
+        Self::embed_graph_reusing(graph, embedder, None)
+    }
+
+    /// [`Self::embed_graph`], reusing the rows of `prev` (vectors of the same embedder) for
+    /// every note whose field texts are unchanged: only new and changed notes are embedded,
+    /// the rest is copied, and the result is identical to embedding the whole graph. A
+    /// `prev` of another dimension is ignored.
+    ///
+    /// Complexity: O(text of the graph) to collect the texts, O(rows × dim) to copy, plus one
+    /// embedder call over the distinct texts of the new and changed notes.
+    pub fn embed_graph_reusing(
+        graph: &MemoryGraph,
+        embedder: &dyn TextEmbedder,
+        prev: Option<&NodeVectors>,
+    ) -> Result<Self> {
+        let prev = prev.filter(|p| p.dim == embedder.dim());
         let per_node: Vec<Vec<(FieldKind, String)>> = graph.notes().map(node_texts).collect();
-        let texts = per_node.iter().flatten().map(|(_, t)| t.as_str());
+        let prev_pos: HashMap<MemoryId, usize> = prev
+            .map(|p| p.ids.iter().enumerate().map(|(j, id)| (*id, j)).collect())
+            .unwrap_or_default();
+        let reuse: Vec<Option<usize>> = graph
+            .notes()
+            .zip(&per_node)
+            .map(|(note, items)| {
+                let j = *prev_pos.get(&note.id)?;
+                let sig = signature_of(items.iter().map(|(k, t)| (*k, t.as_str())));
+                (prev?.signatures[j] == sig).then_some(j)
+            })
+            .collect();
+        let texts = per_node
+            .iter()
+            .zip(&reuse)
+            .filter(|(_, r)| r.is_none())
+            .flat_map(|(items, _)| items.iter().map(|(_, t)| t.as_str()));
         let (distinct, vectors) = embed_distinct(embedder, texts, EmbedKind::Passage)?;
         let mut out = NodeVectors::new(embedder.dim())?;
-        for (note, items) in graph.notes().zip(&per_node) {
-            let rows: Vec<(FieldKind, &str, &[f32])> = items
-                .iter()
-                .map(|(k, t)| (*k, t.as_str(), vectors[distinct[t.as_str()]].as_slice()))
-                .collect();
-            out.push_node(note.id, &rows)?;
+        for ((note, items), reused) in graph.notes().zip(&per_node).zip(&reuse) {
+            match (reused, prev) {
+                (Some(j), Some(p)) => out.push_node_from(p, *j),
+                _ => {
+                    let rows: Vec<(FieldKind, &str, &[f32])> = items
+                        .iter()
+                        .map(|(k, t)| (*k, t.as_str(), vectors[distinct[t.as_str()]].as_slice()))
+                        .collect();
+                    out.push_node(note.id, &rows)?;
+                }
+            }
         }
         Ok(out)
     }

@@ -1,8 +1,12 @@
 //! Working-memory activation: load the neighbourhood of the current topic from long-term
 //! memory (the store) as a subgraph, instead of the whole graph (design: 工作记忆 is the
 //! activated subgraph of 长期记忆).
+//!
+//! Every step reads a whole batch of notes in one statement (the ids bound as one JSON array,
+//! [`ID_LIST`]): one neighbour query per hop, one for the notes, one for their links, so an
+//! activation costs a handful of statements whatever the number of notes it loads.
 
-use super::{build_graph, db_err, Store};
+use super::{build_graph, db_err, id_list, Store, ID_LIST};
 use crate::error::Result;
 use crate::graph::MemoryGraph;
 use crate::model::{MemoryId, MemoryLink};
@@ -19,6 +23,9 @@ pub struct Activation {
     pub boundary: BTreeSet<MemoryId>,
     /// True when `cap` stopped the expansion before `k_hops` was exhausted.
     pub truncated: bool,
+    /// The active stored neighbours (both link directions, strongest link first) of every
+    /// loaded note, as [`Store::neighbour_lists`] gives them.
+    pub neighbours: HashMap<MemoryId, Vec<MemoryId>>,
 }
 
 impl Store {
@@ -27,8 +34,8 @@ impl Store {
     /// memory (always resident, and not counted against `cap`). At most `cap` non-core notes
     /// are loaded; unknown or archived seeds are skipped.
     ///
-    /// Complexity: O(loaded notes × their degree) indexed queries; independent of the total
-    /// graph size.
+    /// Complexity: `k_hops + 5` statements, O(loaded notes × their degree) index lookups in
+    /// all; independent of the total graph size.
     pub fn activate(&self, seeds: &[MemoryId], k_hops: usize, cap: usize) -> Result<Activation> {
         let mut order: Vec<MemoryId> = Vec::new();
         let mut loaded: HashSet<MemoryId> = HashSet::new();
@@ -37,11 +44,12 @@ impl Store {
                 order.push(id);
             }
         }
+        let active = self.active_among(seeds)?;
         let mut budget = cap;
         let mut truncated = false;
         let mut frontier: Vec<MemoryId> = Vec::new();
         for s in seeds {
-            if !self.is_active(s)? || frontier.contains(s) {
+            if !active.contains(s) || frontier.contains(s) {
                 continue;
             }
             if !loaded.contains(s) {
@@ -55,18 +63,20 @@ impl Store {
             }
             frontier.push(*s);
         }
-        let mut neighbours_of: HashMap<MemoryId, Vec<MemoryId>> = HashMap::new();
+        let mut neighbours: HashMap<MemoryId, Vec<MemoryId>> = HashMap::new();
         'hops: for _ in 0..k_hops {
+            if frontier.is_empty() {
+                break;
+            }
+            neighbours.extend(self.neighbour_lists(&frontier)?);
             let mut next = Vec::new();
             for id in &frontier {
-                let nbs = self.neighbours(id)?;
-                for nb in &nbs {
+                for nb in neighbours.get(id).map(Vec::as_slice).unwrap_or_default() {
                     if loaded.contains(nb) {
                         continue;
                     }
                     if budget == 0 {
                         truncated = true;
-                        neighbours_of.insert(*id, nbs);
                         break 'hops;
                     }
                     budget -= 1;
@@ -74,26 +84,31 @@ impl Store {
                     order.push(*nb);
                     next.push(*nb);
                 }
-                neighbours_of.insert(*id, nbs);
-            }
-            if next.is_empty() {
-                break;
             }
             frontier = next;
         }
+        let unread: Vec<MemoryId> = order
+            .iter()
+            .filter(|id| !neighbours.contains_key(id))
+            .copied()
+            .collect();
+        neighbours.extend(self.neighbour_lists(&unread)?);
+        neighbours.retain(|id, _| loaded.contains(id));
 
-        let mut boundary = BTreeSet::new();
+        let boundary = order
+            .iter()
+            .filter(|id| {
+                neighbours
+                    .get(id)
+                    .is_some_and(|nbs| nbs.iter().any(|n| !loaded.contains(n)))
+            })
+            .copied()
+            .collect();
+        let mut stored = self.notes_of(&order)?;
         let mut notes = Vec::with_capacity(order.len());
         let mut links: HashMap<MemoryId, Vec<MemoryLink>> = HashMap::new();
         for id in &order {
-            let nbs = match neighbours_of.remove(id) {
-                Some(n) => n,
-                None => self.neighbours(id)?,
-            };
-            if nbs.iter().any(|n| !loaded.contains(n)) {
-                boundary.insert(*id);
-            }
-            if let Some(mut note) = self.note(id)? {
+            if let Some(mut note) = stored.remove(id) {
                 links.insert(*id, std::mem::take(&mut note.links));
                 notes.push((note, false));
             }
@@ -103,46 +118,70 @@ impl Store {
             graph,
             boundary,
             truncated,
+            neighbours,
         })
     }
 
-    /// Active neighbours of a note in both directions, strongest link first, deduplicated.
-    fn neighbours(&self, id: &MemoryId) -> Result<Vec<MemoryId>> {
+    /// The active stored neighbours of each of `ids` in both link directions, strongest link
+    /// first (ties by id), deduplicated, never the note itself; every id gets a list (empty
+    /// when it has none). One statement for the batch.
+    ///
+    /// Complexity: O(Σ degree · log rows).
+    pub fn neighbour_lists(&self, ids: &[MemoryId]) -> Result<HashMap<MemoryId, Vec<MemoryId>>> {
+        let mut out: HashMap<MemoryId, Vec<MemoryId>> =
+            ids.iter().map(|id| (*id, Vec::new())).collect();
+        if ids.is_empty() {
+            return Ok(out);
+        }
+        let p = self.path();
+        // `+archived`: without statistics SQLite would drive the join from the low-selectivity
+        // `notes_archived` index (every active note) instead of the id list.
+        let mut st = self
+            .conn()
+            .prepare_cached(&format!(
+                "SELECT src, nb, max(w) AS w FROM (
+                    SELECT l.from_id AS src, l.to_id AS nb, l.intensity AS w FROM links l
+                      JOIN notes n ON n.id = l.to_id
+                     WHERE l.from_id IN {ID_LIST} AND +n.archived = 0
+                    UNION ALL
+                    SELECT l.to_id AS src, l.from_id AS nb, l.intensity AS w FROM links l
+                      JOIN notes n ON n.id = l.from_id
+                     WHERE l.to_id IN {ID_LIST} AND +n.archived = 0)
+                 WHERE nb <> src
+                 GROUP BY src, nb ORDER BY src, w DESC, nb"
+            ))
+            .map_err(|e| db_err(p, e))?;
+        let rows: Vec<(String, String)> = st
+            .query_map([id_list(ids)], |r| Ok((r.get(0)?, r.get(1)?)))
+            .and_then(|it| it.collect())
+            .map_err(|e| db_err(p, e))?;
+        for (src, nb) in rows {
+            let src = MemoryId(super::parse_id(p, &src)?);
+            let nb = MemoryId(super::parse_id(p, &nb)?);
+            out.entry(src).or_default().push(nb);
+        }
+        Ok(out)
+    }
+
+    /// Which of `ids` are stored and not archived, in one statement.
+    fn active_among(&self, ids: &[MemoryId]) -> Result<HashSet<MemoryId>> {
+        if ids.is_empty() {
+            return Ok(HashSet::new());
+        }
         let p = self.path();
         let mut st = self
             .conn()
-            .prepare_cached(
-                "SELECT nb, max(w) AS w FROM (
-                    SELECT l.to_id AS nb, l.intensity AS w FROM links l
-                      JOIN notes n ON n.id = l.to_id
-                     WHERE l.from_id = ?1 AND n.archived = 0
-                    UNION ALL
-                    SELECT l.from_id AS nb, l.intensity AS w FROM links l
-                      JOIN notes n ON n.id = l.from_id
-                     WHERE l.to_id = ?1 AND n.archived = 0)
-                 WHERE nb <> ?1
-                 GROUP BY nb ORDER BY w DESC, nb",
-            )
+            .prepare_cached(&format!(
+                "SELECT id FROM notes WHERE id IN {ID_LIST} AND +archived=0"
+            ))
             .map_err(|e| db_err(p, e))?;
         let rows: Vec<String> = st
-            .query_map([id.to_string()], |r| r.get(0))
+            .query_map([id_list(ids)], |r| r.get(0))
             .and_then(|it| it.collect())
             .map_err(|e| db_err(p, e))?;
-        rows.into_iter()
-            .map(|s| super::parse_id(p, &s).map(MemoryId))
+        rows.iter()
+            .map(|s| super::parse_id(p, s).map(MemoryId))
             .collect()
-    }
-
-    fn is_active(&self, id: &MemoryId) -> Result<bool> {
-        let n: i64 = self
-            .conn()
-            .query_row(
-                "SELECT count(*) FROM notes WHERE id=?1 AND archived=0",
-                [id.to_string()],
-                |r| r.get(0),
-            )
-            .map_err(|e| db_err(self.path(), e))?;
-        Ok(n > 0)
     }
 
     /// Ids of notes matching a WHERE clause (no parameters), in stored order.

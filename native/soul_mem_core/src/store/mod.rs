@@ -269,6 +269,27 @@ fn parse_id(path: &Path, s: &str) -> Result<uuid::Uuid> {
     uuid::Uuid::parse_str(s).map_err(|e| corrupt(path, format!("bad uuid {s:?}: {e}")))
 }
 
+/// SQL for "the note ids of the JSON array bound as `?1`" (SQLite's `json_each`): one
+/// statement reads a whole batch of notes instead of one statement per note.
+pub(super) const ID_LIST: &str = "(SELECT value FROM json_each(?1))";
+
+/// The JSON array of `ids` (UUID text) to bind for [`ID_LIST`]. Complexity: O(|ids|).
+pub(super) fn id_list(ids: &[MemoryId]) -> String {
+    let mut out = String::with_capacity(ids.len() * 39 + 2);
+    out.push('[');
+    for (i, id) in ids.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        // A UUID's text needs no JSON escaping.
+        out.push('"');
+        out.push_str(&id.to_string());
+        out.push('"');
+    }
+    out.push(']');
+    out
+}
+
 fn to_json<T: Serialize>(v: &T) -> Result<String> {
     serde_json::to_string(v).map_err(|e| Error::InvalidJson(e.to_string()))
 }

@@ -17,6 +17,24 @@ impl Store {
         Ok(Some(note))
     }
 
+    /// The stored notes (archived or not) of `ids` with their outgoing links, in two
+    /// queries, by id; unknown ids are absent. Complexity: O(|ids| · (log rows + degree)).
+    pub fn notes_of(&self, ids: &[MemoryId]) -> Result<HashMap<MemoryId, MemoryNote>> {
+        if ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let list = id_list(ids);
+        let mut links = self.query_links_with(&format!("WHERE from_id IN {ID_LIST}"), &list)?;
+        Ok(self
+            .query_notes_with(&format!("WHERE id IN {ID_LIST}"), &list)?
+            .into_iter()
+            .map(|(mut note, _)| {
+                note.links = links.remove(&note.id).unwrap_or_default();
+                (note.id, note)
+            })
+            .collect())
+    }
+
     /// The stored note (archived or not) named by `id` — its readable id or UUID text:
     /// `(uuid, readable id)`. Complexity: O(log rows).
     pub fn find_note(&self, id: &str) -> Result<Option<(MemoryId, String)>> {

@@ -61,59 +61,79 @@ impl Store {
 
     /// The forgetting state of a note, if any.
     pub fn forget_state(&self, id: &MemoryId) -> Result<Option<ForgetState>> {
-        self.conn
-            .query_row(
-                "SELECT missing_degree, band, revised_text, original_text, updated_at
-                 FROM forget_state WHERE note_id=?1",
-                [id.to_string()],
-                |r| {
+        Ok(self
+            .forget_states_where("WHERE note_id=?1", Some(&id.to_string()))?
+            .pop()
+            .map(|(_, s)| s))
+    }
+
+    /// Every stored forgetting state, in note id order.
+    ///
+    /// Complexity: O(states) rows read in one query.
+    pub fn forget_states(&self) -> Result<Vec<(MemoryId, ForgetState)>> {
+        self.forget_states_where("", None)
+    }
+
+    /// The stored forgetting states of the notes `ids` (those that have one), in one query.
+    /// Complexity: O(|ids| · log rows).
+    pub fn forget_states_of(&self, ids: &[MemoryId]) -> Result<HashMap<MemoryId, ForgetState>> {
+        if ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        Ok(self
+            .forget_states_where(&format!("WHERE note_id IN {ID_LIST}"), Some(&id_list(ids)))?
+            .into_iter()
+            .collect())
+    }
+
+    /// Forgetting states matching a WHERE clause with at most one parameter, by note id.
+    fn forget_states_where(
+        &self,
+        filter: &str,
+        arg: Option<&str>,
+    ) -> Result<Vec<(MemoryId, ForgetState)>> {
+        let mut st = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT note_id, missing_degree, band, revised_text, original_text, updated_at
+                 FROM forget_state {filter} ORDER BY note_id"
+            ))
+            .map_err(|e| db_err(&self.path, e))?;
+        type Row = (String, f64, i64, Option<String>, Option<String>, String);
+        let params: Vec<&dyn rusqlite::ToSql> = match &arg {
+            Some(a) => vec![a],
+            None => vec![],
+        };
+        let rows: Vec<Row> = st
+            .query_map(params.as_slice(), |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                ))
+            })
+            .and_then(|it| it.collect())
+            .map_err(|e| db_err(&self.path, e))?;
+        rows.into_iter()
+            .map(
+                |(id, missing_degree, band, revised_text, original_text, at)| {
                     Ok((
-                        r.get::<_, f64>(0)?,
-                        r.get::<_, i64>(1)?,
-                        r.get::<_, Option<String>>(2)?,
-                        r.get::<_, Option<String>>(3)?,
-                        r.get::<_, String>(4)?,
+                        MemoryId(parse_id(&self.path, &id)?),
+                        ForgetState {
+                            missing_degree,
+                            band: u32::try_from(band)
+                                .map_err(|_| corrupt(&self.path, format!("bad band {band}")))?,
+                            revised_text,
+                            original_text,
+                            updated_at: parse_ts(&self.path, &at)?,
+                        },
                     ))
                 },
             )
-            .optional()
-            .map_err(|e| db_err(&self.path, e))?
-            .map(|(missing_degree, band, revised_text, original_text, at)| {
-                Ok(ForgetState {
-                    missing_degree,
-                    band: u32::try_from(band)
-                        .map_err(|_| corrupt(&self.path, format!("bad band {band}")))?,
-                    revised_text,
-                    original_text,
-                    updated_at: parse_ts(&self.path, &at)?,
-                })
-            })
-            .transpose()
-    }
-
-    /// Every stored forgetting state, by note id order.
-    ///
-    /// Complexity: O(states) indexed reads.
-    pub fn forget_states(&self) -> Result<Vec<(MemoryId, ForgetState)>> {
-        let ids: Vec<String> = {
-            let mut st = self
-                .conn
-                .prepare("SELECT note_id FROM forget_state ORDER BY note_id")
-                .map_err(|e| db_err(&self.path, e))?;
-            let rows = st
-                .query_map([], |r| r.get(0))
-                .and_then(|it| it.collect::<rusqlite::Result<Vec<String>>>())
-                .map_err(|e| db_err(&self.path, e))?;
-            rows
-        };
-        let mut out = Vec::with_capacity(ids.len());
-        for id in ids {
-            let node = MemoryId(parse_id(&self.path, &id)?);
-            if let Some(state) = self.forget_state(&node)? {
-                out.push((node, state));
-            }
-        }
-        Ok(out)
+            .collect()
     }
 
     /// Appends user feedback (`+1` / `-1`) on a note, in one transaction.

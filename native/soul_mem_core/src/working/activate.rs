@@ -8,17 +8,27 @@ use crate::error::{Error, Result};
 use crate::graph::MemoryGraph;
 use crate::model::MemoryId;
 use crate::retrieval::{PipelineConfig, PipelineResult, QueryTexts, ShortContext, SubQuery};
-use crate::store::Store;
+use crate::store::{Activation, Store};
 use std::collections::{BTreeSet, HashMap};
+
+/// Candidates the int8 long-term index proposes per seed, re-scored exactly from the store.
+pub const RERANK_OVERSAMPLE: usize = 4;
 
 impl WorkingMemory {
     /// Seeds for `query_vectors`: the top [`WorkingConfig::seeds_per_query`] notes of the
     /// long-term index per vector (cosine, at least `min_score`), merged by best score, best
     /// first. Zero vectors give nothing; a vector of the wrong dimension is an error.
     ///
-    /// Complexity: O(q · n · d) for q vectors over n rows of dimension d.
-    pub fn seeds(&self, query_vectors: &[Vec<f32>]) -> Result<Vec<(MemoryId, f32)>> {
+    /// The int8 index proposes [`RERANK_OVERSAMPLE`]× as many candidates, which are scored
+    /// again exactly on the stored f32 vectors (one statement), so the seeds are those of an
+    /// exact f32 scan ([`Store::nearest`]) unless a true seed ranks below the candidates on
+    /// the int8 copy (cosine error ~1e-3).
+    ///
+    /// Complexity: O(q · n · d) for q vectors over n rows of dimension d, plus q indexed reads
+    /// of the candidates' vectors.
+    pub fn seeds(&self, store: &Store, query_vectors: &[Vec<f32>]) -> Result<Vec<(MemoryId, f32)>> {
         let mut best: HashMap<MemoryId, f32> = HashMap::new();
+        let k = self.cfg.seeds_per_query;
         for q in query_vectors {
             if q.len() != self.index.dim {
                 return Err(Error::invalid_argument(
@@ -31,10 +41,22 @@ impl WorkingMemory {
                 continue;
             }
             let qn: Vec<f32> = q.iter().map(|x| x / norm).collect();
-            for (id, s) in self
-                .index
-                .top_k(&qn, self.cfg.seeds_per_query, self.cfg.min_score)
-            {
+            // The int8 score may sit ~1e-3 below the exact one: widen the floor by that.
+            let floor = self.cfg.min_score.map(|m| m - 0.01);
+            let approx = self.index.top_k(&qn, k * RERANK_OVERSAMPLE, floor);
+            let ids: Vec<MemoryId> = approx.iter().map(|(id, _)| *id).collect();
+            let exact: HashMap<MemoryId, f32> = store
+                .cosines_of(&self.model, q, &ids)?
+                .into_iter()
+                .collect();
+            let mut scored: Vec<(MemoryId, f32)> = approx
+                .into_iter()
+                .map(|(id, s)| (id, exact.get(&id).copied().unwrap_or(s)))
+                .filter(|(_, s)| self.cfg.min_score.is_none_or(|m| *s >= m))
+                .collect();
+            scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            scored.truncate(k);
+            for (id, s) in scored {
                 let e = best.entry(id).or_insert(s);
                 if s > *e {
                     *e = s;
@@ -77,7 +99,7 @@ impl WorkingMemory {
     ) -> Result<ActivationReport> {
         check_character(engine, store)?;
         self.tick += 1;
-        let seeds = self.seeds(query_vectors)?;
+        let seeds = self.seeds(store, query_vectors)?;
         let mut report = ActivationReport::default();
         let mut new_seeds = Vec::new();
         let mut boundary_seeds = Vec::new();
@@ -92,9 +114,9 @@ impl WorkingMemory {
             }
         }
         if !new_seeds.is_empty() {
-            let act = store.activate(&new_seeds, self.cfg.k_hops, self.cfg.cap)?;
+            let mut act = store.activate(&new_seeds, self.cfg.k_hops, self.cfg.cap)?;
             report.truncated |= act.truncated;
-            self.merge(engine, store, &act.graph, &mut report)?;
+            self.merge(engine, store, &mut act, &mut report)?;
         }
         if self.cfg.expand_boundary && !boundary_seeds.is_empty() {
             self.expand_inner(engine, store, &boundary_seeds, &mut report)?;
@@ -229,32 +251,39 @@ impl WorkingMemory {
         report.boundary = g.notes().filter(|n| self.is_boundary(g, &n.id)).count();
     }
 
-    /// Inserts the notes of an activation graph that are not resident (with all their stored
+    /// Inserts the notes of an activation that are not resident (with all their stored
     /// links, their forgetting state and their stored neighbour list) and touches every note
-    /// of it, in its BFS order (core, seeds, hop 1, hop 2, …).
+    /// of it, in its BFS order (core, seeds, hop 1, hop 2, …). The forgetting states are read
+    /// in one statement.
     pub(super) fn merge(
         &mut self,
         engine: &mut Engine,
         store: &mut Store,
-        act: &MemoryGraph,
+        act: &mut Activation,
         report: &mut ActivationReport,
     ) -> Result<()> {
-        let pending = pending_by_source(act);
-        for n in act.notes() {
+        let pending = pending_by_source(&act.graph);
+        let new: Vec<MemoryId> = act
+            .graph
+            .notes()
+            .map(|n| n.id)
+            .filter(|id| engine.graph().get(id).is_none())
+            .collect();
+        let mut states = store.forget_states_of(&new)?;
+        for n in act.graph.notes() {
             if engine.graph().get(&n.id).is_some() {
                 self.touch_one(n.id);
                 continue;
             }
-            let Some(note) = full_note(act, &n.id, &pending) else {
+            let Some(note) = full_note(&act.graph, &n.id, &pending) else {
                 continue;
             };
-            let nb = stored_neighbours(store, &note.id)?;
-            let state = store.forget_state(&note.id)?;
+            let nb = act.neighbours.remove(&note.id).unwrap_or_default();
             let id = note.id;
             let readable = note.readable_id.clone();
             self.clean.insert(id, canonical(note.clone()));
             engine.graph_mut().insert(note)?;
-            if let Some(s) = state {
+            if let Some(s) = states.remove(&id) {
                 // A stored state the engine refuses (out of range) is dropped, not fatal.
                 let _ = engine.set_forget_state(id, s);
             }
@@ -276,9 +305,9 @@ impl WorkingMemory {
         if ids.is_empty() {
             return Ok(());
         }
-        let act = store.activate(ids, 1, self.cfg.cap)?;
+        let mut act = store.activate(ids, 1, self.cfg.cap)?;
         report.truncated |= act.truncated;
-        self.merge(engine, store, &act.graph, report)?;
+        self.merge(engine, store, &mut act, report)?;
         report
             .expanded
             .extend(ids.iter().map(|id| engine.graph().readable_of(id)));

@@ -7,9 +7,8 @@ use super::*;
 use crate::embedding_cache::text_hash;
 use crate::engine::Engine;
 use crate::error::Result;
-use crate::model::{MemoryId, MemoryLink, MemoryNote};
+use crate::model::{MemoryId, MemoryNote};
 use crate::store::{Change, Store};
-use std::collections::HashSet;
 
 impl WorkingMemory {
     /// Partial checkpoint of the whole working graph: forgetting states of resident notes,
@@ -189,8 +188,8 @@ impl WorkingMemory {
     }
 
     /// Removes resident notes from the graph and the bookkeeping. With `keep_incoming`, links
-    /// from remaining notes to them go back to pending (MemoryGraph::remove drops them), so a
-    /// later write-back of the source keeps them.
+    /// from remaining notes to them go back to pending, so a later write-back of the source
+    /// keeps them. Complexity: O(resident notes + links) once for the batch.
     pub(super) fn remove_resident(
         &mut self,
         engine: &mut Engine,
@@ -200,25 +199,7 @@ impl WorkingMemory {
         if ids.is_empty() {
             return;
         }
-        let set: HashSet<MemoryId> = ids.iter().copied().collect();
-        let incoming: Vec<MemoryLink> = if keep_incoming {
-            engine
-                .graph()
-                .notes()
-                .filter(|n| !set.contains(&n.id))
-                .flat_map(|n| n.links.iter().filter(|l| set.contains(&l.to)).cloned())
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let graph = engine.graph_mut();
-        for id in ids {
-            graph.remove(id);
-        }
-        for l in incoming {
-            // The source is resident and the intensity was valid: this only buffers.
-            let _ = graph.add_link(l);
-        }
+        engine.graph_mut().remove_many(ids, keep_incoming);
         for id in ids {
             engine.clear_forget_state(id);
             self.last.remove(id);

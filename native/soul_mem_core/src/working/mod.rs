@@ -4,11 +4,13 @@
 //!
 //! 1. **Long-term vector index.** One vector per active stored note (its primary text, see
 //!    [`primary_text`]) for the embedder in use, kept in memory as one contiguous, L2-normalised
-//!    `f32` matrix and scanned brute-force. Built at [`WorkingMemory::open`] from the store's
-//!    `embeddings` table; notes without a vector for the model, or whose text hash
-//!    ([`crate::embedding_cache::text_hash`]) no longer matches, are embedded and written
-//!    back in batches.
-//! 2. **Seeds.** The top-k notes per query vector ([`WorkingConfig::seeds_per_query`]).
+//!    int8 matrix (per-row scale) and scanned brute-force. Built at [`WorkingMemory::open`]
+//!    from the store's `embeddings` table; notes without a vector for the model, or whose
+//!    text hash ([`crate::embedding_cache::text_hash`]) no longer matches, are embedded and
+//!    written back in batches.
+//! 2. **Seeds.** The top-k notes per query vector ([`WorkingConfig::seeds_per_query`]): the
+//!    int8 scan proposes a few times more candidates, re-scored exactly on their stored f32
+//!    vectors (one statement), so the seeds are those of an exact scan.
 //! 3. **k-hop activation.** Seeds not yet in the working graph bring in their
 //!    [`WorkingConfig::k_hops`] neighbourhood through [`Store::activate`]. Links to notes not
 //!    loaded stay pending in the graph and attach when the target loads. Core notes are always
@@ -28,10 +30,15 @@
 //! that never deletes unloaded notes), never [`Store::checkpoint`], which would delete every
 //! stored note absent from the (partial) graph.
 //!
-//! Limits: the brute-force scan costs O(n·d) per query vector — about 0.8 ms at 10k × 512 and
-//! ~10 ms at 100k × 384 here — and the matrix takes n·d·4 bytes (150 MB at 100k × 384). It is
-//! meant for up to ~50k notes per character; beyond that use an ANN index (HNSW or IVF over the
-//! same matrix) or int8 rows (4× less memory bandwidth, as `FieldMatrix` does for similarity).
+//! Costs that do not grow with the stored graph: the activation reads neighbours, notes,
+//! links and forgetting states in a few batched statements (not one per note); the engine's
+//! index over the working graph keeps the vectors of unchanged notes
+//! ([`crate::retrieval::NodeVectors::embed_graph_reusing`]), so only notes new to working
+//! memory are embedded; a release removes its whole batch in one pass over the working graph.
+//!
+//! Limits: the brute-force scan costs O(n·d) per query vector — about 3 ms at 100k × 384
+//! here — and the matrix takes n·(d + 4) bytes (39 MB at 100k × 384). Beyond a few hundred
+//! thousand notes an ANN index (HNSW over the same rows) would be the next step.
 //!
 //! Files: `index.rs` (the long-term vector index), `stored.rs` (what working memory reads
 //! from the store directly), `open.rs` (building the index and the working graph),

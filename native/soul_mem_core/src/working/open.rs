@@ -120,14 +120,13 @@ impl WorkingMemory {
             deleted: HashSet::new(),
         };
         let resident: Vec<MemoryId> = engine.graph().notes().map(|n| n.id).collect();
+        wm.nbrs = store.neighbour_lists(&resident)?;
         for id in &resident {
-            let nb = stored_neighbours(store, id)?;
-            wm.nbrs.insert(*id, nb);
             wm.touch_one(*id);
         }
-        let core = store.activate(&[], 0, 0)?;
+        let mut core = store.activate(&[], 0, 0)?;
         let mut report = ActivationReport::default();
-        wm.merge(engine, store, &core.graph, &mut report)?;
+        wm.merge(engine, store, &mut core, &mut report)?;
         wm.ensure_engine_embedder(engine)?;
         let vectors = wm.index.len();
         Ok((
@@ -162,6 +161,11 @@ impl WorkingMemory {
     /// Rows in the long-term index.
     pub fn index_len(&self) -> usize {
         self.index.len()
+    }
+
+    /// Bytes of vector data in the long-term index (int8 rows and their scales).
+    pub fn index_bytes(&self) -> usize {
+        self.index.vector_bytes()
     }
 
     /// Vector dimension of the long-term index.

@@ -40,29 +40,6 @@ pub(super) fn stored_texts(store: &Store) -> Result<Vec<(MemoryId, Option<String
     Ok(out)
 }
 
-/// Active stored neighbours of a note in both directions (deduplicated).
-/// Complexity: two indexed lookups.
-pub(super) fn stored_neighbours(store: &Store, id: &MemoryId) -> Result<Vec<MemoryId>> {
-    let p = store.path();
-    let mut st = store
-        .conn()
-        .prepare_cached(
-            "SELECT DISTINCT nb FROM (
-                SELECT l.to_id AS nb FROM links l JOIN notes n ON n.id = l.to_id
-                 WHERE l.from_id = ?1 AND n.archived = 0
-                UNION ALL
-                SELECT l.from_id AS nb FROM links l JOIN notes n ON n.id = l.from_id
-                 WHERE l.to_id = ?1 AND n.archived = 0)
-             WHERE nb <> ?1",
-        )
-        .map_err(|e| db_err(p, e))?;
-    let rows: Vec<String> = st
-        .query_map([id.to_string()], |r| r.get(0))
-        .and_then(|it| it.collect())
-        .map_err(|e| db_err(p, e))?;
-    rows.iter().map(|s| parse_uuid(store, s)).collect()
-}
-
 /// Pending links of `graph` grouped by source.
 pub(super) fn pending_by_source(graph: &MemoryGraph) -> HashMap<MemoryId, Vec<MemoryLink>> {
     let mut out: HashMap<MemoryId, Vec<MemoryLink>> = HashMap::new();

@@ -1,0 +1,172 @@
+//! What keeps working-memory recall free of rebuilds: vectors reused for unchanged notes
+//! (identical to embedding everything again, and only changed texts reach the embedder), and
+//! a batch release that keeps links into the released notes as pending links.
+#![allow(clippy::unwrap_used)]
+
+mod store_util;
+
+use soul_mem_core::graph::MemoryGraph;
+use soul_mem_core::model::*;
+use soul_mem_core::retrieval::{EmbedKind, FieldKind, HashEmbedder, NodeVectors, TextEmbedder};
+use std::cell::RefCell;
+use store_util::t;
+
+const C: &str = "小蓝";
+
+fn sem(name: &str, content: &str, tags: &[&str]) -> MemoryNote {
+    let mut n = MemoryNote::new(
+        C,
+        name,
+        MemoryType::Semantic(SemMemory {
+            content: content.into(),
+            aliases: vec![],
+            concept_type: ConceptType::Entity,
+            description: format!("{content}的描述"),
+        }),
+        t(0),
+    );
+    n.tags = tags.iter().map(|s| s.to_string()).collect();
+    n
+}
+
+fn link(from: &MemoryNote, to: &MemoryNote) -> MemoryLink {
+    MemoryLink {
+        id: LinkId::derive(from.id, to.id, from.links.len()),
+        from: from.id,
+        to: to.id,
+        intensity: 0.5,
+        link_type: MemoryLinkType::Sem(SemMemLink {
+            verb: "相关".into(),
+            confidence: 0.9,
+        }),
+    }
+}
+
+/// The hash embedder, recording every text it is asked to embed.
+struct Counting {
+    inner: HashEmbedder,
+    seen: RefCell<Vec<String>>,
+}
+
+impl TextEmbedder for Counting {
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+    fn embed(&self, texts: &[&str], kind: EmbedKind) -> soul_mem_core::Result<Vec<Vec<f32>>> {
+        self.seen
+            .borrow_mut()
+            .extend(texts.iter().map(|s| s.to_string()));
+        self.inner.embed(texts, kind)
+    }
+}
+
+fn assert_same(a: &NodeVectors, b: &NodeVectors) {
+    assert_eq!(a.ids(), b.ids());
+    for i in 0..a.len() {
+        for kind in FieldKind::ROW_KINDS {
+            assert_eq!(a.rows(kind, i), b.rows(kind, i), "node {i} {kind:?}");
+        }
+        let tags = |v: &NodeVectors| -> Vec<(String, Vec<f32>)> {
+            v.node_tags(i)
+                .iter()
+                .map(|&t| {
+                    let t = t as usize;
+                    (v.tag_vocab()[t].clone(), v.tag_vector(t).to_vec())
+                })
+                .collect()
+        };
+        assert_eq!(tags(a), tags(b), "tags of node {i}");
+    }
+    assert_eq!(a.tag_vocab(), b.tag_vocab());
+}
+
+#[test]
+fn reused_vectors_equal_a_full_embedding_and_only_changes_are_embedded() {
+    let e = Counting {
+        inner: HashEmbedder::new(64).unwrap(),
+        seen: RefCell::new(Vec::new()),
+    };
+    let mut g = MemoryGraph::new(C);
+    for i in 0..6 {
+        g.insert(sem(
+            &format!("n{i}"),
+            &format!("内容{i}"),
+            &["甲", "乙"][..1 + i % 2],
+        ))
+        .unwrap();
+    }
+    let prev = NodeVectors::embed_graph(&g, &e).unwrap();
+
+    // One note changed, one removed, one added with a new tag.
+    g.upsert(sem("n2", "改过的内容", &["丙"])).unwrap();
+    g.remove(&MemoryId::derive(C, "n4"));
+    g.insert(sem("n9", "新的内容", &["丁", "甲"])).unwrap();
+    e.seen.borrow_mut().clear();
+    let reused = NodeVectors::embed_graph_reusing(&g, &e, Some(&prev)).unwrap();
+    let mut asked = e.seen.borrow().clone();
+    asked.sort();
+    let mut want: Vec<String> = [
+        "改过的内容",
+        "改过的内容的描述",
+        "丙",
+        "新的内容",
+        "新的内容的描述",
+        "丁",
+        "甲",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    want.sort();
+    assert_eq!(
+        asked, want,
+        "only the texts of the changed and new notes are embedded"
+    );
+
+    let full = NodeVectors::embed_graph(&g, &e.inner).unwrap();
+    assert_same(&reused, &full);
+    // Vectors of another dimension are never reused.
+    let other = Counting {
+        inner: HashEmbedder::new(32).unwrap(),
+        seen: RefCell::new(Vec::new()),
+    };
+    let fresh = NodeVectors::embed_graph_reusing(&g, &other, Some(&prev)).unwrap();
+    assert_eq!(fresh.dim(), 32);
+    assert_eq!(
+        other.seen.borrow().len(),
+        NodeVectors::distinct_texts(&g).len(),
+        "every distinct text embedded"
+    );
+}
+
+#[test]
+fn batch_release_keeps_incoming_links_pending_until_the_note_returns() {
+    let (mut a, b, mut c) = (
+        sem("a", "甲", &[]),
+        sem("b", "乙", &[]),
+        sem("c", "丙", &[]),
+    );
+    a.links.push(link(&a, &b));
+    c.links.push(link(&c, &b));
+    c.links.push(link(&c, &a));
+    let mut g = MemoryGraph::new(C);
+    for n in [a.clone(), b.clone(), c.clone()] {
+        g.insert(n).unwrap();
+    }
+    let removed = g.remove_many(&[b.id, MemoryId::derive(C, "absent")], true);
+    assert_eq!(removed.len(), 1);
+    assert!(g.get(&b.id).is_none());
+    assert_eq!(g.get(&a.id).unwrap().links.len(), 0);
+    assert_eq!(g.get(&c.id).unwrap().links.len(), 1);
+    assert_eq!(g.pending_links().count(), 2, "a→b and c→b wait as pending");
+    g.insert(b.clone()).unwrap();
+    assert_eq!(g.get(&a.id).unwrap().links.len(), 1);
+    assert_eq!(g.get(&c.id).unwrap().links.len(), 2);
+    assert_eq!(g.pending_links().count(), 0);
+
+    // Without keep_incoming the links into removed notes go; their own links go with them.
+    g.remove_many(&[b.id, a.id], false);
+    assert_eq!(g.len(), 1);
+    assert!(g.get(&c.id).unwrap().links.is_empty());
+    assert_eq!(g.pending_links().count(), 0);
+}
