@@ -37,9 +37,7 @@ impl QVec {
             .collect();
         QVec { f: v, q16, scale }
     }
-}
 
-impl QVec {
     /// Calls `f(i, score)` for every int8 row `i` of `rows` (row-major, `scales.len()` rows
     /// of this query's length): `score` is the row's scaled dot product with this query,
     /// exactly as [`NodeVectors::max_dot_q8`] computes it. The AVX2 kernel is chosen once.

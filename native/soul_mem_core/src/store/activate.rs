@@ -39,12 +39,20 @@ impl Store {
     pub fn activate(&self, seeds: &[MemoryId], k_hops: usize, cap: usize) -> Result<Activation> {
         let mut order: Vec<MemoryId> = Vec::new();
         let mut loaded: HashSet<MemoryId> = HashSet::new();
-        for id in self.active_ids("WHERE core=1 AND archived=0")? {
+        for id in self.note_ids("WHERE core=1 AND archived=0", None)? {
             if loaded.insert(id) {
                 order.push(id);
             }
         }
-        let active = self.active_among(seeds)?;
+        // `+archived`: see `neighbour_lists`.
+        let active: HashSet<MemoryId> = if seeds.is_empty() {
+            HashSet::new()
+        } else {
+            let filter = format!("WHERE id IN {ID_LIST} AND +archived=0");
+            self.note_ids(&filter, Some(&id_list(seeds)?))?
+                .into_iter()
+                .collect()
+        };
         let mut budget = cap;
         let mut truncated = false;
         let mut frontier: Vec<MemoryId> = Vec::new();
@@ -93,7 +101,6 @@ impl Store {
             .copied()
             .collect();
         neighbours.extend(self.neighbour_lists(&unread)?);
-        neighbours.retain(|id, _| loaded.contains(id));
 
         let boundary = order
             .iter()
@@ -152,7 +159,7 @@ impl Store {
             ))
             .map_err(|e| db_err(p, e))?;
         let rows: Vec<(String, String)> = st
-            .query_map([id_list(ids)], |r| Ok((r.get(0)?, r.get(1)?)))
+            .query_map([id_list(ids)?], |r| Ok((r.get(0)?, r.get(1)?)))
             .and_then(|it| it.collect())
             .map_err(|e| db_err(p, e))?;
         for (src, nb) in rows {
@@ -163,36 +170,15 @@ impl Store {
         Ok(out)
     }
 
-    /// Which of `ids` are stored and not archived, in one statement.
-    fn active_among(&self, ids: &[MemoryId]) -> Result<HashSet<MemoryId>> {
-        if ids.is_empty() {
-            return Ok(HashSet::new());
-        }
-        let p = self.path();
-        let mut st = self
-            .conn()
-            .prepare_cached(&format!(
-                "SELECT id FROM notes WHERE id IN {ID_LIST} AND +archived=0"
-            ))
-            .map_err(|e| db_err(p, e))?;
-        let rows: Vec<String> = st
-            .query_map([id_list(ids)], |r| r.get(0))
-            .and_then(|it| it.collect())
-            .map_err(|e| db_err(p, e))?;
-        rows.iter()
-            .map(|s| super::parse_id(p, s).map(MemoryId))
-            .collect()
-    }
-
-    /// Ids of notes matching a WHERE clause (no parameters), in stored order.
-    pub(super) fn active_ids(&self, filter: &str) -> Result<Vec<MemoryId>> {
+    /// Ids of notes matching a WHERE clause with at most one parameter, in stored order.
+    pub(super) fn note_ids(&self, filter: &str, arg: Option<&str>) -> Result<Vec<MemoryId>> {
         let p = self.path();
         let mut st = self
             .conn()
             .prepare_cached(&format!("SELECT id FROM notes {filter} ORDER BY pos"))
             .map_err(|e| db_err(p, e))?;
         let rows: Vec<String> = st
-            .query_map([], |r| r.get(0))
+            .query_map(rusqlite::params_from_iter(&arg), |r| r.get(0))
             .and_then(|it| it.collect())
             .map_err(|e| db_err(p, e))?;
         rows.into_iter()

@@ -97,7 +97,7 @@ impl Store {
             ))
             .map_err(|e| db_err(&self.path, e))?;
         let rows = st
-            .query(params![id_list(ids), model])
+            .query(params![id_list(ids)?, model])
             .map_err(|e| db_err(&self.path, e))?;
         self.cosines(rows, query, qn)
     }

@@ -274,20 +274,8 @@ fn parse_id(path: &Path, s: &str) -> Result<uuid::Uuid> {
 pub(super) const ID_LIST: &str = "(SELECT value FROM json_each(?1))";
 
 /// The JSON array of `ids` (UUID text) to bind for [`ID_LIST`]. Complexity: O(|ids|).
-pub(super) fn id_list(ids: &[MemoryId]) -> String {
-    let mut out = String::with_capacity(ids.len() * 39 + 2);
-    out.push('[');
-    for (i, id) in ids.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        // A UUID's text needs no JSON escaping.
-        out.push('"');
-        out.push_str(&id.to_string());
-        out.push('"');
-    }
-    out.push(']');
-    out
+pub(super) fn id_list(ids: &[MemoryId]) -> Result<String> {
+    to_json(&ids)
 }
 
 fn to_json<T: Serialize>(v: &T) -> Result<String> {

@@ -6,15 +6,7 @@ use super::*;
 impl Store {
     /// One note (archived or not) with all its stored outgoing links.
     pub fn note(&self, id: &MemoryId) -> Result<Option<MemoryNote>> {
-        let mut notes = self.query_notes_with("WHERE id=?1", &id.to_string())?;
-        let Some((mut note, _)) = notes.pop() else {
-            return Ok(None);
-        };
-        note.links = self
-            .query_links_with("WHERE from_id=?1", &id.to_string())?
-            .remove(&note.id)
-            .unwrap_or_default();
-        Ok(Some(note))
+        Ok(self.notes_of(std::slice::from_ref(id))?.remove(id))
     }
 
     /// The stored notes (archived or not) of `ids` with their outgoing links, in two
@@ -23,7 +15,7 @@ impl Store {
         if ids.is_empty() {
             return Ok(HashMap::new());
         }
-        let list = id_list(ids);
+        let list = id_list(ids)?;
         let mut links = self.query_links_with(&format!("WHERE from_id IN {ID_LIST}"), &list)?;
         Ok(self
             .query_notes_with(&format!("WHERE id IN {ID_LIST}"), &list)?
@@ -207,12 +199,8 @@ impl Store {
             .conn
             .prepare_cached(&sql)
             .map_err(|e| db_err(&self.path, e))?;
-        let params: Vec<&dyn rusqlite::ToSql> = match &arg {
-            Some(a) => vec![a],
-            None => vec![],
-        };
         let mut rows = st
-            .query(params.as_slice())
+            .query(rusqlite::params_from_iter(&arg))
             .map_err(|e| db_err(&self.path, e))?;
         let mut out = Vec::new();
         while let Some(r) = rows.next().map_err(|e| db_err(&self.path, e))? {
@@ -276,11 +264,9 @@ impl Store {
             format!("SELECT id, from_id, to_id, intensity, link_type, ord FROM links {filter}");
         let p = &self.path;
         let mut st = self.conn.prepare_cached(&sql).map_err(|e| db_err(p, e))?;
-        let params: Vec<&dyn rusqlite::ToSql> = match &arg {
-            Some(a) => vec![a],
-            None => vec![],
-        };
-        let mut rows = st.query(params.as_slice()).map_err(|e| db_err(p, e))?;
+        let mut rows = st
+            .query(rusqlite::params_from_iter(&arg))
+            .map_err(|e| db_err(p, e))?;
         let mut groups: HashMap<MemoryId, Vec<(i64, MemoryLink)>> = HashMap::new();
         while let Some(r) = rows.next().map_err(|e| db_err(p, e))? {
             let l = link_from_row(p, r)?;

@@ -26,12 +26,10 @@ impl Store {
                 "SELECT note_id, at FROM records {filter} ORDER BY at, seq"
             ))
             .map_err(|e| db_err(&self.path, e))?;
-        let params: Vec<&dyn rusqlite::ToSql> = match &arg {
-            Some(a) => vec![a],
-            None => vec![],
-        };
         let rows: Vec<(String, String)> = st
-            .query_map(params.as_slice(), |r| Ok((r.get(0)?, r.get(1)?)))
+            .query_map(rusqlite::params_from_iter(&arg), |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
             .and_then(|it| it.collect())
             .map_err(|e| db_err(&self.path, e))?;
         rows.into_iter()
@@ -81,7 +79,7 @@ impl Store {
             return Ok(HashMap::new());
         }
         Ok(self
-            .forget_states_where(&format!("WHERE note_id IN {ID_LIST}"), Some(&id_list(ids)))?
+            .forget_states_where(&format!("WHERE note_id IN {ID_LIST}"), Some(&id_list(ids)?))?
             .into_iter()
             .collect())
     }
@@ -100,12 +98,8 @@ impl Store {
             ))
             .map_err(|e| db_err(&self.path, e))?;
         type Row = (String, f64, i64, Option<String>, Option<String>, String);
-        let params: Vec<&dyn rusqlite::ToSql> = match &arg {
-            Some(a) => vec![a],
-            None => vec![],
-        };
         let rows: Vec<Row> = st
-            .query_map(params.as_slice(), |r| {
+            .query_map(rusqlite::params_from_iter(&arg), |r| {
                 Ok((
                     r.get(0)?,
                     r.get(1)?,

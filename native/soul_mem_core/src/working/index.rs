@@ -4,8 +4,9 @@
 //!
 //! Int8 rows move a quarter of the bytes of f32 (38 MB instead of 150 MB at 100k × 384), and
 //! the scan is bound by memory bandwidth. The cosine error is about 1e-3, so two notes within
-//! that of each other at the k-th place may swap; `soul_tune bench working` measures the
-//! agreement with exact f32 seeds (see `bench/README.md`).
+//! that of each other at the k-th place may swap: the seeds therefore re-score a few times k
+//! candidates on the stored f32 vectors (`WorkingMemory::seeds`); `soul_tune bench working`
+//! measures the agreement with exact f32 seeds (see `bench/README.md`).
 
 use crate::embedding_cache::text_hash;
 use crate::engine::EmbedderChoice;
