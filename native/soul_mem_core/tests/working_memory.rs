@@ -169,6 +169,28 @@ fn activation_loads_k_hops_and_core_and_marks_the_boundary() {
 }
 
 #[test]
+fn links_written_by_another_path_are_walked_by_the_next_activation() {
+    let mut s = chain_store("foreign", 21);
+    let (mut e, mut wm) = open(&mut s, one_seed(1, 1000));
+    wm.activate_texts(&mut e, &mut s, &[&content(2)]).unwrap();
+    assert_eq!(resident(&e), names(&["self", "n1", "n2", "n3"]));
+    // A link n15 → n5 written straight to the store (not through working memory), and n3
+    // archived the same way: the in-memory adjacency must not serve the old lists.
+    let n15 = s.note(&id("n15")).unwrap().unwrap();
+    s.put_link(&link(&n15, "n5", 0.5)).unwrap();
+    s.archive_note(&id("n4")).unwrap();
+    let r = wm.activate_texts(&mut e, &mut s, &[&content(5)]).unwrap();
+    assert_eq!(r.seeds[0].readable_id, "n5");
+    let mut loaded = r.loaded.clone();
+    loaded.sort();
+    assert_eq!(
+        loaded,
+        names(&["n15", "n5", "n6"]),
+        "n4 archived, n15 reached"
+    );
+}
+
+#[test]
 fn cap_releases_least_recently_activated_non_core_notes_persisting_them_first() {
     let mut s = chain_store("cap", 30);
     let (mut e, mut wm) = open(&mut s, one_seed(1, 3));

@@ -431,6 +431,11 @@ fn measure(a: &Args) -> Result<serde_json::Value> {
         cfg.seeds_per_query,
         100.0 * seed_agreement
     );
+    println!(
+        "  stored adjacency in memory: {:.1} MB ({:.0} bytes per note)",
+        wm.links_bytes() as f64 / 1e6,
+        wm.links_bytes() as f64 / wm.index_len().max(1) as f64,
+    );
 
     // Recall loop.
     let mut total = Vec::with_capacity(a.queries);
@@ -530,6 +535,7 @@ fn measure(a: &Args) -> Result<serde_json::Value> {
         },
         "working_size_p50": ws50,
         "index_bytes": wm.index_bytes(),
+        "links_bytes": wm.links_bytes(),
         "seed_agreement_with_f32": seed_agreement,
         "digest": digest,
         "checkpoint_ms": checkpoint_ms,

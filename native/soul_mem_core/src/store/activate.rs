@@ -28,15 +28,45 @@ pub struct Activation {
     pub neighbours: HashMap<MemoryId, Vec<MemoryId>>,
 }
 
+/// Where an activation reads the stored graph's neighbour lists from: the store itself
+/// (one statement per hop) or an in-memory copy of its links kept by working memory.
+pub trait NeighbourSource {
+    /// The active stored neighbours of each of `ids` in both link directions, strongest link
+    /// first (ties by id), deduplicated, never the note itself; every id gets a list (empty
+    /// when it has none).
+    fn neighbour_lists(&self, ids: &[MemoryId]) -> Result<HashMap<MemoryId, Vec<MemoryId>>>;
+}
+
+impl NeighbourSource for Store {
+    /// [`Store::neighbour_lists`].
+    fn neighbour_lists(&self, ids: &[MemoryId]) -> Result<HashMap<MemoryId, Vec<MemoryId>>> {
+        Store::neighbour_lists(self, ids)
+    }
+}
+
 impl Store {
-    /// Loads the `k_hops` neighbourhood (following links in both directions, never into
-    /// archived notes) of `seeds`, breadth-first with stronger links first, plus every core
-    /// memory (always resident, and not counted against `cap`). At most `cap` non-core notes
-    /// are loaded; unknown or archived seeds are skipped.
-    ///
+    /// [`Store::activate_with`] reading neighbours from the store.
     /// Complexity: `k_hops + 5` statements, O(loaded notes × their degree) index lookups in
     /// all; independent of the total graph size.
     pub fn activate(&self, seeds: &[MemoryId], k_hops: usize, cap: usize) -> Result<Activation> {
+        self.activate_with(seeds, k_hops, cap, self)
+    }
+
+    /// Loads the `k_hops` neighbourhood (following links in both directions, never into
+    /// archived notes) of `seeds`, breadth-first with stronger links first, plus every core
+    /// memory (always resident, and not counted against `cap`). At most `cap` non-core notes
+    /// are loaded; unknown or archived seeds are skipped. Neighbour lists come from `source`,
+    /// which must reflect this store's current links (the result is then the same whatever
+    /// the source); notes and links are read from the store.
+    ///
+    /// Complexity: 4 statements plus what `source` costs for O(loaded notes) lists.
+    pub fn activate_with(
+        &self,
+        seeds: &[MemoryId],
+        k_hops: usize,
+        cap: usize,
+        source: &dyn NeighbourSource,
+    ) -> Result<Activation> {
         let mut order: Vec<MemoryId> = Vec::new();
         let mut loaded: HashSet<MemoryId> = HashSet::new();
         for id in self.note_ids("WHERE core=1 AND archived=0", None)? {
@@ -76,7 +106,7 @@ impl Store {
             if frontier.is_empty() {
                 break;
             }
-            neighbours.extend(self.neighbour_lists(&frontier)?);
+            neighbours.extend(source.neighbour_lists(&frontier)?);
             let mut next = Vec::new();
             for id in &frontier {
                 for nb in neighbours.get(id).map(Vec::as_slice).unwrap_or_default() {
@@ -100,7 +130,7 @@ impl Store {
             .filter(|id| !neighbours.contains_key(id))
             .copied()
             .collect();
-        neighbours.extend(self.neighbour_lists(&unread)?);
+        neighbours.extend(source.neighbour_lists(&unread)?);
 
         let boundary = order
             .iter()

@@ -41,7 +41,7 @@ mod window;
 
 use rows::*;
 
-pub use activate::Activation;
+pub use activate::{Activation, NeighbourSource};
 pub use peek::{StorePeek, META_GRAPH_SAVED};
 pub use replication::{
     apply_changes, init_replica, promote_replica, replica_state, ReplicaState, META_EPOCH,
@@ -379,6 +379,20 @@ impl Store {
     /// The connection, for crate-internal readers that have no method here.
     pub(crate) fn conn(&self) -> &Connection {
         &self.conn
+    }
+
+    /// A second, read-only connection to the file, for a bulk read on another thread while
+    /// this handle reads too (WAL: it sees the last committed state; the caller holds the
+    /// store, so nothing commits in between). Default page cache: a scan does not reuse
+    /// pages. Dropped when the read is done.
+    /// Complexity: O(1).
+    pub(crate) fn reader(&self) -> Result<Connection> {
+        let conn = Connection::open_with_flags(
+            &self.path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| db_err(&self.path, e))?;
+        Ok(conn)
     }
 }
 

@@ -98,6 +98,7 @@ impl WorkingMemory {
         query_vectors: &[Vec<f32>],
     ) -> Result<ActivationReport> {
         check_character(engine, store)?;
+        self.refresh_links(store)?;
         self.tick += 1;
         let seeds = self.seeds(store, query_vectors)?;
         let mut report = ActivationReport::default();
@@ -114,7 +115,8 @@ impl WorkingMemory {
             }
         }
         if !new_seeds.is_empty() {
-            let mut act = store.activate(&new_seeds, self.cfg.k_hops, self.cfg.cap)?;
+            let mut act =
+                store.activate_with(&new_seeds, self.cfg.k_hops, self.cfg.cap, &self.links)?;
             report.truncated |= act.truncated;
             self.merge(engine, store, &mut act, &mut report)?;
         }
@@ -147,6 +149,7 @@ impl WorkingMemory {
         ids: &[MemoryId],
     ) -> Result<ActivationReport> {
         check_character(engine, store)?;
+        self.refresh_links(store)?;
         self.tick += 1;
         let hits: Vec<MemoryId> = ids
             .iter()
@@ -239,13 +242,12 @@ impl WorkingMemory {
     }
 
     pub(super) fn is_boundary(&self, graph: &MemoryGraph, id: &MemoryId) -> bool {
-        self.nbrs
-            .get(id)
-            .is_some_and(|nb| nb.iter().any(|n| graph.get(n).is_none()))
+        self.links.on_boundary(graph, id)
     }
 
-    pub(super) fn finish(&self, engine: &Engine, report: &mut ActivationReport) {
+    pub(super) fn finish(&mut self, engine: &Engine, report: &mut ActivationReport) {
         let g = engine.graph();
+        self.links.mark_resident(g);
         report.working_size = g.len();
         report.non_core = g.notes().filter(|n| !n.core).count();
         report.boundary = g.notes().filter(|n| self.is_boundary(g, &n.id)).count();
@@ -278,7 +280,6 @@ impl WorkingMemory {
             let Some(note) = full_note(&act.graph, &n.id, &pending) else {
                 continue;
             };
-            let nb = act.neighbours.remove(&note.id).unwrap_or_default();
             let id = note.id;
             let readable = note.readable_id.clone();
             self.clean.insert(id, canonical(note.clone()));
@@ -287,7 +288,6 @@ impl WorkingMemory {
                 // A stored state the engine refuses (out of range) is dropped, not fatal.
                 let _ = engine.set_forget_state(id, s);
             }
-            self.nbrs.insert(id, nb);
             self.touch_one(id);
             report.loaded.push(readable);
         }
@@ -305,7 +305,8 @@ impl WorkingMemory {
         if ids.is_empty() {
             return Ok(());
         }
-        let mut act = store.activate(ids, 1, self.cfg.cap)?;
+        self.refresh_links(store)?;
+        let mut act = store.activate_with(ids, 1, self.cfg.cap, &self.links)?;
         report.truncated |= act.truncated;
         self.merge(engine, store, &mut act, report)?;
         report

@@ -59,7 +59,9 @@ impl WorkingMemory {
             _ => None,
         });
         changes.extend(extra.iter().cloned());
+        let before = store.sync_tag();
         store.upsert_notes(&notes, &changes)?;
+        self.links.wrote(store, before, &notes, &changes);
         if !updates.is_empty() {
             store.put_embeddings(&self.model, &updates)?;
         }
@@ -171,7 +173,9 @@ impl WorkingMemory {
         }
         let updates = self.index_updates(&write)?;
         if !write.is_empty() || !states.is_empty() {
+            let before = store.sync_tag();
             store.upsert_notes(&write, &states)?;
+            self.links.wrote(store, before, &write, &states);
         }
         if !updates.is_empty() {
             store.put_embeddings(&self.model, &updates)?;
@@ -203,22 +207,18 @@ impl WorkingMemory {
         for id in ids {
             engine.clear_forget_state(id);
             self.last.remove(id);
-            self.nbrs.remove(id);
             self.clean.remove(id);
         }
     }
 
     /// Forgets a note deleted for good (`crate::note_delete`), resident or not: its row of the
     /// long-term index and its activation bookkeeping go, and links to it are never written
-    /// back. Complexity: O(resident notes) (neighbour lists).
+    /// back; the stored adjacency is reloaded at the next activation (the deletion was written
+    /// by another path). Complexity: O(1).
     pub fn note_deleted(&mut self, id: &MemoryId) {
         self.index.remove(id);
         self.last.remove(id);
-        self.nbrs.remove(id);
         self.clean.remove(id);
-        for nbrs in self.nbrs.values_mut() {
-            nbrs.retain(|n| n != id);
-        }
         self.deleted.insert(*id);
     }
 }

@@ -48,6 +48,7 @@
 mod activate;
 mod checkpoint;
 mod index;
+mod links;
 mod open;
 mod stored;
 #[cfg(test)]
@@ -57,6 +58,7 @@ use crate::engine::EmbedderChoice;
 use crate::error::{Error, Result};
 use crate::model::{MemoryId, MemoryNote, MemoryType, Situation};
 use index::LongTermIndex;
+use links::StoredLinks;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 
@@ -222,8 +224,8 @@ pub struct WorkingMemory {
     seq: u64,
     // (activation tick, touch sequence) of each resident note.
     last: HashMap<MemoryId, (u64, u64)>,
-    // Active stored neighbours (both directions) of each resident note, read when it loaded.
-    nbrs: HashMap<MemoryId, Vec<MemoryId>>,
+    // Every stored link in memory (both directions): the k-hop walk and the boundary.
+    links: StoredLinks,
     // The note as loaded (links complete, sorted by id): a release writes only changed notes.
     clean: HashMap<MemoryId, MemoryNote>,
     // Notes deleted through a checkpoint: links to them that still wait as pending in the

@@ -6,7 +6,7 @@ use super::stored::*;
 use super::*;
 use crate::embedding_cache::text_hash;
 use crate::engine::{EmbedderChoice, Engine};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::model::MemoryId;
 use crate::retrieval::EmbedKind;
 use crate::store::{db_err, Store};
@@ -46,44 +46,19 @@ impl WorkingMemory {
                 want.insert(*id, text_hash(t));
             }
         }
-        // Stream the stored vectors straight into the matrix.
-        let mut reused = 0;
-        {
-            let p = store.path();
-            let mut st = store
-                .conn()
-                .prepare("SELECT note_id, text_hash, vec FROM embeddings WHERE model=?1")
-                .map_err(|e| db_err(p, e))?;
-            let mut rows = st.query([&model]).map_err(|e| db_err(p, e))?;
-            let mut row_buf: Vec<f32> = Vec::with_capacity(dim);
-            while let Some(r) = rows.next().map_err(|e| db_err(p, e))? {
-                let id: String = r.get(0).map_err(|e| db_err(p, e))?;
-                let Ok(uuid) = uuid::Uuid::parse_str(&id) else {
-                    continue;
-                };
-                let id = MemoryId(uuid);
-                let Some(expected) = want.get(&id) else {
-                    continue;
-                };
-                let hash: Vec<u8> = r.get(1).map_err(|e| db_err(p, e))?;
-                if hash.as_slice() != expected.as_slice() {
-                    continue;
-                }
-                let blob = r.get_ref(2).map_err(|e| db_err(p, e))?;
-                let bytes = blob.as_blob().map_err(|e| db_err(p, e.into()))?;
-                if bytes.len() != dim * 4 {
-                    continue;
-                }
-                row_buf.clear();
-                row_buf.extend(
-                    bytes
-                        .chunks_exact(4)
-                        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
-                );
-                index.upsert(id, *expected, &row_buf)?;
-                reused += 1;
-            }
-        }
+        // The stored links load on a second connection while this one streams the vectors:
+        // at 100k notes both take a few hundred ms, and the machine has cores to spare.
+        let reader = store.reader()?;
+        let (links_path, tag) = (store.path().to_path_buf(), store.sync_tag());
+        let (links, reused) = std::thread::scope(|scope| -> Result<(StoredLinks, usize)> {
+            let loading = scope.spawn(move || StoredLinks::load_from(&reader, &links_path, tag));
+            let reused = read_vectors(store, &model, dim, &want, &mut index);
+            let links = loading.join().map_err(|_| Error::Io {
+                path: store.path().display().to_string(),
+                message: "the thread loading the stored links panicked".into(),
+            })?;
+            Ok((links?, reused?))
+        })?;
         let missing: Vec<(MemoryId, &str)> = texts
             .iter()
             .filter_map(|(id, t)| {
@@ -115,16 +90,15 @@ impl WorkingMemory {
             tick: 1,
             seq: 0,
             last: HashMap::new(),
-            nbrs: HashMap::new(),
+            links,
             clean: HashMap::new(),
             deleted: HashSet::new(),
         };
         let resident: Vec<MemoryId> = engine.graph().notes().map(|n| n.id).collect();
-        wm.nbrs = store.neighbour_lists(&resident)?;
         for id in &resident {
             wm.touch_one(*id);
         }
-        let mut core = store.activate(&[], 0, 0)?;
+        let mut core = store.activate_with(&[], 0, 0, &wm.links)?;
         let mut report = ActivationReport::default();
         wm.merge(engine, store, &mut core, &mut report)?;
         wm.ensure_engine_embedder(engine)?;
@@ -168,6 +142,12 @@ impl WorkingMemory {
         self.index.vector_bytes()
     }
 
+    /// Bytes of the in-memory adjacency of the stored graph (link lists and the id map,
+    /// approximate).
+    pub fn links_bytes(&self) -> usize {
+        self.links.bytes()
+    }
+
     /// Vector dimension of the long-term index.
     pub fn dim(&self) -> usize {
         self.index.dim
@@ -188,4 +168,51 @@ impl WorkingMemory {
         }
         Ok(())
     }
+}
+
+/// Streams the stored vectors of `model` whose text hash is the wanted one into `index`;
+/// returns how many it took. Complexity: O(rows of the model) read.
+fn read_vectors(
+    store: &Store,
+    model: &str,
+    dim: usize,
+    want: &HashMap<MemoryId, [u8; 32]>,
+    index: &mut LongTermIndex,
+) -> Result<usize> {
+    let mut reused = 0;
+    let p = store.path();
+    let mut st = store
+        .conn()
+        .prepare("SELECT note_id, text_hash, vec FROM embeddings WHERE model=?1")
+        .map_err(|e| db_err(p, e))?;
+    let mut rows = st.query([&model]).map_err(|e| db_err(p, e))?;
+    let mut row_buf: Vec<f32> = Vec::with_capacity(dim);
+    while let Some(r) = rows.next().map_err(|e| db_err(p, e))? {
+        let id: String = r.get(0).map_err(|e| db_err(p, e))?;
+        let Ok(uuid) = uuid::Uuid::parse_str(&id) else {
+            continue;
+        };
+        let id = MemoryId(uuid);
+        let Some(expected) = want.get(&id) else {
+            continue;
+        };
+        let hash: Vec<u8> = r.get(1).map_err(|e| db_err(p, e))?;
+        if hash.as_slice() != expected.as_slice() {
+            continue;
+        }
+        let blob = r.get_ref(2).map_err(|e| db_err(p, e))?;
+        let bytes = blob.as_blob().map_err(|e| db_err(p, e.into()))?;
+        if bytes.len() != dim * 4 {
+            continue;
+        }
+        row_buf.clear();
+        row_buf.extend(
+            bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+        );
+        index.upsert(id, *expected, &row_buf)?;
+        reused += 1;
+    }
+    Ok(reused)
 }

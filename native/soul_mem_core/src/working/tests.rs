@@ -40,3 +40,112 @@ fn config_validation() {
     };
     assert!(bad.validate().is_err());
 }
+
+mod stored_links {
+    use super::super::links::StoredLinks;
+    use crate::model::*;
+    use crate::rng::SplitMix64;
+    use crate::store::{Change, NeighbourSource, Store};
+    use chrono::{TimeZone, Utc};
+
+    const C: &str = "c";
+
+    fn note(i: usize) -> MemoryNote {
+        MemoryNote::new(
+            C,
+            format!("n{i}"),
+            MemoryType::Semantic(SemMemory {
+                content: format!("note {i}"),
+                aliases: vec![],
+                concept_type: ConceptType::Entity,
+                description: String::new(),
+            }),
+            Utc.timestamp_opt(0, 0).unwrap(),
+        )
+    }
+
+    fn link(from: &MemoryNote, to: MemoryId, w: f64) -> MemoryLink {
+        MemoryLink {
+            id: LinkId::derive(from.id, to, from.links.len()),
+            from: from.id,
+            to,
+            intensity: w,
+            link_type: MemoryLinkType::Sem(SemMemLink {
+                verb: "r".into(),
+                confidence: 0.9,
+            }),
+        }
+    }
+
+    /// Random links among `n` notes, with self-links, parallel links, equal weights and links
+    /// to notes never stored.
+    fn random_notes(rng: &mut SplitMix64, n: usize) -> Vec<MemoryNote> {
+        let mut notes: Vec<MemoryNote> = (0..n).map(note).collect();
+        for i in 0..n {
+            for _ in 0..(rng.next_u64() % 5) {
+                let j = (rng.next_u64() % (n as u64 + 3)) as usize;
+                let to = if j < n {
+                    notes[j].id
+                } else {
+                    note(1000 + j).id
+                };
+                let w = [0.3, 0.5, 0.5, 1.0][(rng.next_u64() % 4) as usize];
+                let l = link(&notes[i], to, w);
+                notes[i].links.push(l);
+            }
+        }
+        notes
+    }
+
+    fn same_as_store(links: &StoredLinks, store: &Store, n: usize) {
+        let ids: Vec<MemoryId> = (0..n + 3).map(|i| note(i).id).collect();
+        assert_eq!(
+            links.neighbour_lists(&ids).unwrap(),
+            store.neighbour_lists(&ids).unwrap()
+        );
+    }
+
+    #[test]
+    fn lists_equal_the_stores_and_follow_working_memorys_writes() {
+        let dir = std::env::temp_dir().join(format!("soulmem-links-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut store = Store::open_in(&dir, C).unwrap();
+        let mut rng = SplitMix64::new(7);
+        let n = 40;
+        let notes = random_notes(&mut rng, n);
+        store.upsert_notes(&notes, &[]).unwrap();
+        store.archive_note(&notes[3].id).unwrap();
+        let mut links = StoredLinks::load(&store).unwrap();
+        assert!(links.is_current(&store));
+        same_as_store(&links, &store, n);
+
+        // Working memory's own writes are applied in place and keep the lists current.
+        let mut again = random_notes(&mut rng, n);
+        again.truncate(10);
+        let extra = vec![
+            Change::ArchiveNote(notes[12].id),
+            Change::DeleteNote(notes[20].id),
+            Change::PutNote(note(n + 1)),
+        ];
+        let before = store.sync_tag();
+        store.upsert_notes(&again, &extra).unwrap();
+        links.wrote(&store, before, &again, &extra);
+        assert!(links.is_current(&store));
+        same_as_store(&links, &store, n);
+
+        // Another writer makes them stale; a reload catches up.
+        store.delete_note(&notes[5].id).unwrap();
+        assert!(!links.is_current(&store));
+        let before = store.sync_tag();
+        let stale_write = vec![note(7)];
+        store.upsert_notes(&stale_write, &[]).unwrap();
+        links.wrote(&store, before, &stale_write, &[]);
+        assert!(
+            !links.is_current(&store),
+            "a missed write is never papered over"
+        );
+        let links = StoredLinks::load(&store).unwrap();
+        same_as_store(&links, &store, n);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
