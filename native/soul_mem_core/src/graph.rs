@@ -5,6 +5,7 @@ use crate::error::{Error, Result};
 use crate::model::{LinkId, LinkKind, MemoryId, MemoryLink, MemoryNote, NodeKind};
 use indexmap::IndexMap;
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// One state of one open store (see `Store::sync_tag`): a graph holding the tag of the store's
 /// current state, plus its change log, is exactly what the store holds once the logged notes
@@ -84,7 +85,13 @@ pub struct MemoryGraph {
     pending: HashMap<MemoryId, Vec<MemoryLink>>,
     version: u64,
     log: ChangeLog,
+    // Content revision of every note (see `content_revision`).
+    content_revs: HashMap<MemoryId, u64>,
 }
+
+/// Source of content revisions: process-wide, so equal revisions mean equal content even
+/// across clones of a graph that were changed apart.
+static NEXT_CONTENT_REV: AtomicU64 = AtomicU64::new(1);
 
 impl MemoryGraph {
     /// An empty graph for `character`.
@@ -96,6 +103,7 @@ impl MemoryGraph {
             pending: HashMap::new(),
             version: 0,
             log: ChangeLog::default(),
+            content_revs: HashMap::new(),
         }
     }
 
@@ -147,7 +155,18 @@ impl MemoryGraph {
         self.version += 1;
         let note = self.notes.get_mut(id)?;
         self.log.touch(*id);
+        self.content_revs
+            .insert(*id, NEXT_CONTENT_REV.fetch_add(1, Ordering::Relaxed));
         Some(note)
+    }
+
+    /// The note's content revision: a process-unique number that changes whenever its content
+    /// (type and payload, tags, flags) may have changed — [`Self::insert`], [`Self::get_mut`],
+    /// [`Self::upsert`] — and not for link edits or retrieval statistics. Derived indexes
+    /// keyed by it (vectors, word index) skip unchanged notes without reading their text.
+    /// Complexity: O(1).
+    pub fn content_revision(&self, id: &MemoryId) -> Option<u64> {
+        self.content_revs.get(id).copied()
     }
 
     /// Records one retrieval of `id` at `at` (count and access time). Statistics are not
@@ -206,6 +225,8 @@ impl MemoryGraph {
         self.readable.insert(note.readable_id.clone(), id);
         self.notes.insert(id, note);
         self.log.inserted(id);
+        self.content_revs
+            .insert(id, NEXT_CONTENT_REV.fetch_add(1, Ordering::Relaxed));
         for link in links {
             self.attach_or_buffer(link);
         }
@@ -324,6 +345,8 @@ impl MemoryGraph {
                 *slot = note;
                 self.version += 1;
                 self.log.touch(id);
+                self.content_revs
+                    .insert(id, NEXT_CONTENT_REV.fetch_add(1, Ordering::Relaxed));
                 Ok(true)
             }
         }
@@ -363,6 +386,7 @@ impl MemoryGraph {
         for note in &removed {
             self.readable.remove(&note.readable_id);
             self.log.touch(note.id);
+            self.content_revs.remove(&note.id);
         }
         for (from, other) in self.notes.iter_mut() {
             if !other.links.iter().any(|l| set.contains(&l.to)) {
@@ -522,6 +546,37 @@ mod tests {
                 confidence: 1.0,
             }),
         }
+    }
+
+    #[test]
+    fn content_revisions_move_with_content_only() {
+        let mut g = MemoryGraph::new("c");
+        let a = sem("c", "a");
+        let b = sem("c", "b");
+        let (ia, ib) = (a.id, b.id);
+        g.insert(a).unwrap();
+        let r0 = g.content_revision(&ia).unwrap();
+        g.insert(b).unwrap();
+        let a_to_b = link(g.get(&ia).unwrap(), ib);
+        g.add_link(a_to_b).unwrap();
+        g.record_retrieval(&ia, Utc::now());
+        assert_eq!(
+            g.content_revision(&ia),
+            Some(r0),
+            "links and statistics are not content"
+        );
+        let mut other = g.clone();
+        g.get_mut(&ia).unwrap().tags.push("t".into());
+        other.get_mut(&ia).unwrap().tags.push("u".into());
+        let (r1, r2) = (g.content_revision(&ia), other.content_revision(&ia));
+        assert!(
+            r1 != Some(r0) && r2 != Some(r0) && r1 != r2,
+            "clones changed apart differ"
+        );
+        g.upsert(sem("c", "a")).unwrap();
+        assert_ne!(g.content_revision(&ia), r1);
+        g.remove(&ia);
+        assert_eq!(g.content_revision(&ia), None);
     }
 
     #[test]

@@ -137,6 +137,26 @@ fn reused_vectors_equal_a_full_embedding_and_only_changes_are_embedded() {
         NodeVectors::distinct_texts(&g).len(),
         "every distinct text embedded"
     );
+
+    // A note changed in place is embedded again (its content revision moved); with nothing
+    // changed, nothing is.
+    if let Some(MemoryType::Semantic(s)) = g
+        .get_mut(&MemoryId::derive(C, "n1"))
+        .map(|n| &mut n.mem_type)
+    {
+        s.content = "就地改过".into();
+    }
+    e.seen.borrow_mut().clear();
+    let after = NodeVectors::embed_graph_reusing(&g, &e, Some(&reused)).unwrap();
+    assert!(e.seen.borrow().contains(&"就地改过".to_string()));
+    assert_same(&after, &NodeVectors::embed_graph(&g, &e.inner).unwrap());
+    e.seen.borrow_mut().clear();
+    let same = NodeVectors::embed_graph_reusing(&g, &e, Some(&after)).unwrap();
+    assert!(
+        e.seen.borrow().is_empty(),
+        "an unchanged graph embeds nothing"
+    );
+    assert_same(&same, &after);
 }
 
 #[test]

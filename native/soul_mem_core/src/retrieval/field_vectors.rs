@@ -330,6 +330,9 @@ pub struct NodeVectors {
     /// Per node, a fingerprint of its `(field, text)` list: a rebuild reuses the rows of a
     /// node whose fingerprint did not change ([`NodeVectors::embed_graph_reusing`]).
     signatures: Vec<u64>,
+    /// Per node, the graph's content revision of the note the rows were made from (0 when
+    /// unknown): an equal revision is reused without even collecting the texts.
+    revisions: Vec<u64>,
 }
 
 const ROW_KINDS_LEN: usize = FieldKind::ROW_KINDS.len();
@@ -369,6 +372,7 @@ impl NodeVectors {
             starts: vec![[0; ROW_KINDS_LEN]],
             tag_ids: Vec::new(),
             signatures: Vec::new(),
+            revisions: Vec::new(),
         })
     }
 
@@ -387,6 +391,7 @@ impl NodeVectors {
             }
         }
         self.push_items(id, items, signature(items));
+        self.revisions.push(0);
         Ok(())
     }
 
@@ -409,6 +414,7 @@ impl NodeVectors {
             })
             .collect();
         self.close_node(prev.ids[j], &tags, prev.signatures[j]);
+        self.revisions.push(prev.revisions[j]);
     }
 
     /// Normalises and appends the rows of `items`, then closes the node.
@@ -509,36 +515,54 @@ impl NodeVectors {
         prev: Option<&NodeVectors>,
     ) -> Result<Self> {
         let prev = prev.filter(|p| p.dim == embedder.dim());
-        let per_node: Vec<Vec<(FieldKind, String)>> = graph.notes().map(node_texts).collect();
         let prev_pos: HashMap<MemoryId, usize> = prev
             .map(|p| p.ids.iter().enumerate().map(|(j, id)| (*id, j)).collect())
             .unwrap_or_default();
-        let reuse: Vec<Option<usize>> = graph
-            .notes()
-            .zip(&per_node)
-            .map(|(note, items)| {
-                let j = *prev_pos.get(&note.id)?;
-                let sig = signature_of(items.iter().map(|(k, t)| (*k, t.as_str())));
-                (prev?.signatures[j] == sig).then_some(j)
-            })
-            .collect();
-        let texts = per_node
+        // Per note: the previous node to copy, or the texts to embed. A note whose content
+        // revision is the one its rows were made from is copied without reading its texts;
+        // otherwise an equal text fingerprint still reuses the rows.
+        let mut plan: Vec<std::result::Result<usize, Vec<(FieldKind, String)>>> =
+            Vec::with_capacity(graph.len());
+        for note in graph.notes() {
+            let j = prev_pos.get(&note.id).copied();
+            let rev = graph.content_revision(&note.id).unwrap_or(0);
+            if let (Some(j), Some(p)) = (j, prev) {
+                if rev != 0 && p.revisions[j] == rev {
+                    plan.push(Ok(j));
+                    continue;
+                }
+            }
+            let items = node_texts(note);
+            let sig = signature_of(items.iter().map(|(k, t)| (*k, t.as_str())));
+            match (j, prev) {
+                (Some(j), Some(p)) if p.signatures[j] == sig => plan.push(Ok(j)),
+                _ => plan.push(Err(items)),
+            }
+        }
+        let texts = plan
             .iter()
-            .zip(&reuse)
-            .filter(|(_, r)| r.is_none())
-            .flat_map(|(items, _)| items.iter().map(|(_, t)| t.as_str()));
+            .filter_map(|p| p.as_ref().err())
+            .flat_map(|items| items.iter().map(|(_, t)| t.as_str()));
         let (distinct, vectors) = embed_distinct(embedder, texts, EmbedKind::Passage)?;
         let mut out = NodeVectors::new(embedder.dim())?;
-        for ((note, items), reused) in graph.notes().zip(&per_node).zip(&reuse) {
-            match (reused, prev) {
-                (Some(j), Some(p)) => out.push_node_from(p, *j),
-                _ => {
+        for (note, step) in graph.notes().zip(&plan) {
+            match step {
+                Ok(j) => {
+                    let p = prev.ok_or_else(|| {
+                        Error::invalid_argument("prev", "a copy needs the previous vectors")
+                    })?;
+                    out.push_node_from(p, *j)
+                }
+                Err(items) => {
                     let rows: Vec<(FieldKind, &str, &[f32])> = items
                         .iter()
                         .map(|(k, t)| (*k, t.as_str(), vectors[distinct[t.as_str()]].as_slice()))
                         .collect();
                     out.push_node(note.id, &rows)?;
                 }
+            }
+            if let Some(r) = out.revisions.last_mut() {
+                *r = graph.content_revision(&note.id).unwrap_or(0);
             }
         }
         Ok(out)

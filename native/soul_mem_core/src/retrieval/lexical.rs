@@ -43,6 +43,9 @@ struct Doc {
     /// Distinct term ids (for df bookkeeping on removal).
     terms: Vec<u32>,
     fingerprint: u64,
+    /// The graph's content revision of the note when it was indexed (0: unknown), so a sync
+    /// skips an unchanged note without collecting its text.
+    revision: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -179,6 +182,7 @@ impl LexicalIndex {
                     len: 0.0,
                     terms: Vec::new(),
                     fingerprint: 0,
+                    revision: 0,
                 });
                 (self.docs.len() - 1) as u32
             }
@@ -191,6 +195,7 @@ impl LexicalIndex {
         doc.live = true;
         doc.len = len;
         doc.fingerprint = fp;
+        doc.revision = 0;
         doc.terms = tf.keys().copied().collect();
         doc.terms.sort_unstable();
         let generation = doc.generation;
@@ -261,14 +266,26 @@ impl LexicalIndex {
         let mut present: HashMap<MemoryId, ()> = HashMap::with_capacity(graph.len());
         for note in graph.notes() {
             present.insert(note.id, ());
+            let rev = graph.content_revision(&note.id).unwrap_or(0);
+            let slot = self.by_id.get(&note.id).map(|&s| s as usize);
+            if rev != 0 && slot.is_some_and(|s| self.docs[s].revision == rev) {
+                continue;
+            }
             let fields = note_fields(note);
             if fields.is_empty() {
                 self.remove(&note.id);
                 continue;
             }
-            if let Err(e) = self.upsert(note.id, &note.readable_id, &fields) {
-                self.remove(&note.id);
-                refused.push((note.id, e));
+            match self.upsert(note.id, &note.readable_id, &fields) {
+                Ok(()) => {
+                    if let Some(&s) = self.by_id.get(&note.id) {
+                        self.docs[s as usize].revision = rev;
+                    }
+                }
+                Err(e) => {
+                    self.remove(&note.id);
+                    refused.push((note.id, e));
+                }
             }
         }
         let gone: Vec<MemoryId> = self
