@@ -152,7 +152,8 @@ impl WorkingMemory {
         non_core.sort();
         let victims: Vec<MemoryId> = non_core.into_iter().map(|(_, _, id)| id).collect();
 
-        let pending = pending_by_source(graph);
+        let victim_set: std::collections::HashSet<MemoryId> = victims.iter().copied().collect();
+        let pending = pending_from(graph, |id| victim_set.contains(id));
         let mut write = Vec::new();
         let mut states = Vec::new();
         for id in &victims {

@@ -42,8 +42,17 @@ pub(super) fn stored_texts(store: &Store) -> Result<Vec<(MemoryId, Option<String
 
 /// Pending links of `graph` grouped by source.
 pub(super) fn pending_by_source(graph: &MemoryGraph) -> HashMap<MemoryId, Vec<MemoryLink>> {
+    pending_from(graph, |_| true)
+}
+
+/// Pending links of `graph` whose source passes `keep`, grouped by source (only those are
+/// cloned: a release needs the pending links of its victims, not of the whole graph).
+pub(super) fn pending_from(
+    graph: &MemoryGraph,
+    keep: impl Fn(&MemoryId) -> bool,
+) -> HashMap<MemoryId, Vec<MemoryLink>> {
     let mut out: HashMap<MemoryId, Vec<MemoryLink>> = HashMap::new();
-    for l in graph.pending_links() {
+    for l in graph.pending_links().filter(|l| keep(&l.from)) {
         out.entry(l.from).or_default().push(l.clone());
     }
     out
