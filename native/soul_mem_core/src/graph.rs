@@ -516,12 +516,13 @@ pub(crate) fn validate_intensity(node: &str, intensity: f64) -> Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::model::*;
     use chrono::Utc;
 
-    fn sem(g: &str, id: &str) -> MemoryNote {
+    /// A semantic note `id` of character `g` (content = id). Shared by unit tests.
+    pub(crate) fn sem(g: &str, id: &str) -> MemoryNote {
         MemoryNote::new(
             g,
             id,
@@ -535,7 +536,8 @@ mod tests {
         )
     }
 
-    fn link(from: &MemoryNote, to: MemoryId) -> MemoryLink {
+    /// A semantic link of intensity 1 with a random id. Shared by unit tests.
+    pub(crate) fn link(from: &MemoryNote, to: MemoryId) -> MemoryLink {
         MemoryLink {
             id: LinkId::random(),
             from: from.id,

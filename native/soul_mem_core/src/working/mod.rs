@@ -12,9 +12,12 @@
 //!    int8 scan proposes a few times more candidates, re-scored exactly on their stored f32
 //!    vectors (one statement), so the seeds are those of an exact scan.
 //! 3. **k-hop activation.** Seeds not yet in the working graph bring in their
-//!    [`WorkingConfig::k_hops`] neighbourhood through [`Store::activate`]. Links to notes not
-//!    loaded stay pending in the graph and attach when the target loads. Core notes are always
-//!    resident.
+//!    [`WorkingConfig::k_hops`] neighbourhood ([`Store::activate_with`]): the walk reads an
+//!    in-memory adjacency of the stored graph (`links.rs`: every stored link, both directions,
+//!    loaded at open, kept current by working memory's own writes and reloaded when another
+//!    path wrote note or link rows), the notes themselves come from the store. Links to notes
+//!    not loaded stay pending in the graph and attach when the target loads. Core notes are
+//!    always resident.
 //! 4. **Boundary.** A working note with an active stored neighbour that is not loaded is on the
 //!    boundary. When a recall result ([`WorkingMemory::recall`]) contains boundary notes, they
 //!    are expanded one hop and the recall is run once more IN THE SAME CALL, so PPR walks into
@@ -30,20 +33,24 @@
 //! that never deletes unloaded notes), never [`Store::checkpoint`], which would delete every
 //! stored note absent from the (partial) graph.
 //!
-//! Costs that do not grow with the stored graph: the activation reads neighbours, notes,
-//! links and forgetting states in a few batched statements (not one per note); the engine's
-//! index over the working graph keeps the vectors of unchanged notes
-//! ([`crate::retrieval::NodeVectors::embed_graph_reusing`]), so only notes new to working
-//! memory are embedded; a release removes its whole batch in one pass over the working graph.
+//! Costs that do not grow with the stored graph: the activation walks the in-memory adjacency
+//! and reads notes, links and forgetting states in a few batched statements (not one per
+//! note); the engine's index over the working graph keeps the vectors and word-index entries
+//! of notes whose content revision did not change
+//! ([`crate::retrieval::NodeVectors::embed_graph_reusing`],
+//! [`crate::graph::MemoryGraph::content_revision`]), so only notes new to working memory are
+//! embedded and segmented; a release removes its whole batch in one pass over the working
+//! graph.
 //!
 //! Limits: the brute-force scan costs O(n·d) per query vector — about 3 ms at 100k × 384
-//! here — and the matrix takes n·(d + 4) bytes (39 MB at 100k × 384). Beyond a few hundred
-//! thousand notes an ANN index (HNSW over the same rows) would be the next step.
+//! here — and the matrix takes n·(d + 4) bytes (39 MB at 100k × 384); the adjacency about
+//! 180 bytes per note at 3 links per note (18 MB at 100k). Beyond a few hundred thousand
+//! notes an ANN index (HNSW over the same rows) would be the next step.
 //!
-//! Files: `index.rs` (the long-term vector index), `stored.rs` (what working memory reads
-//! from the store directly), `open.rs` (building the index and the working graph),
-//! `activate.rs` (seeds, k-hop activation, boundary expansion, recall) and `checkpoint.rs`
-//! (partial write-back, cap and release).
+//! Files: `index.rs` (the long-term vector index), `links.rs` (the stored adjacency),
+//! `stored.rs` (what working memory reads from the store directly), `open.rs` (building the
+//! index, the adjacency and the working graph), `activate.rs` (seeds, k-hop activation,
+//! boundary expansion, recall) and `checkpoint.rs` (partial write-back, cap and release).
 
 mod activate;
 mod checkpoint;

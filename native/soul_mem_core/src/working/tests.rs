@@ -43,38 +43,15 @@ fn config_validation() {
 
 mod stored_links {
     use super::super::links::StoredLinks;
+    use crate::graph::tests::{link, sem};
     use crate::model::*;
     use crate::rng::SplitMix64;
     use crate::store::{Change, NeighbourSource, Store};
-    use chrono::{TimeZone, Utc};
 
     const C: &str = "c";
 
     fn note(i: usize) -> MemoryNote {
-        MemoryNote::new(
-            C,
-            format!("n{i}"),
-            MemoryType::Semantic(SemMemory {
-                content: format!("note {i}"),
-                aliases: vec![],
-                concept_type: ConceptType::Entity,
-                description: String::new(),
-            }),
-            Utc.timestamp_opt(0, 0).unwrap(),
-        )
-    }
-
-    fn link(from: &MemoryNote, to: MemoryId, w: f64) -> MemoryLink {
-        MemoryLink {
-            id: LinkId::derive(from.id, to, from.links.len()),
-            from: from.id,
-            to,
-            intensity: w,
-            link_type: MemoryLinkType::Sem(SemMemLink {
-                verb: "r".into(),
-                confidence: 0.9,
-            }),
-        }
+        sem(C, &format!("n{i}"))
     }
 
     /// Random links among `n` notes, with self-links, parallel links, equal weights and links
@@ -90,7 +67,8 @@ mod stored_links {
                     note(1000 + j).id
                 };
                 let w = [0.3, 0.5, 0.5, 1.0][(rng.next_u64() % 4) as usize];
-                let l = link(&notes[i], to, w);
+                let mut l = link(&notes[i], to);
+                l.intensity = w;
                 notes[i].links.push(l);
             }
         }
