@@ -93,6 +93,10 @@ pub struct MemoryGraph {
 /// across clones of a graph that were changed apart.
 static NEXT_CONTENT_REV: AtomicU64 = AtomicU64::new(1);
 
+fn next_content_rev() -> u64 {
+    NEXT_CONTENT_REV.fetch_add(1, Ordering::Relaxed)
+}
+
 impl MemoryGraph {
     /// An empty graph for `character`.
     pub fn new(character: impl Into<String>) -> Self {
@@ -155,8 +159,7 @@ impl MemoryGraph {
         self.version += 1;
         let note = self.notes.get_mut(id)?;
         self.log.touch(*id);
-        self.content_revs
-            .insert(*id, NEXT_CONTENT_REV.fetch_add(1, Ordering::Relaxed));
+        self.content_revs.insert(*id, next_content_rev());
         Some(note)
     }
 
@@ -225,8 +228,7 @@ impl MemoryGraph {
         self.readable.insert(note.readable_id.clone(), id);
         self.notes.insert(id, note);
         self.log.inserted(id);
-        self.content_revs
-            .insert(id, NEXT_CONTENT_REV.fetch_add(1, Ordering::Relaxed));
+        self.content_revs.insert(id, next_content_rev());
         for link in links {
             self.attach_or_buffer(link);
         }
@@ -345,8 +347,7 @@ impl MemoryGraph {
                 *slot = note;
                 self.version += 1;
                 self.log.touch(id);
-                self.content_revs
-                    .insert(id, NEXT_CONTENT_REV.fetch_add(1, Ordering::Relaxed));
+                self.content_revs.insert(id, next_content_rev());
                 Ok(true)
             }
         }

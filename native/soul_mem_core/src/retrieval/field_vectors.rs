@@ -391,7 +391,6 @@ impl NodeVectors {
             }
         }
         self.push_items(id, items, signature(items));
-        self.revisions.push(0);
         Ok(())
     }
 
@@ -414,7 +413,6 @@ impl NodeVectors {
             })
             .collect();
         self.close_node(prev.ids[j], &tags, prev.signatures[j]);
-        self.revisions.push(prev.revisions[j]);
     }
 
     /// Normalises and appends the rows of `items`, then closes the node.
@@ -481,6 +479,8 @@ impl NodeVectors {
         self.tag_offsets.push(self.tag_ids.len() as u32);
         self.ids.push(id);
         self.signatures.push(sig);
+        // Unknown until a caller that knows the note's content revision sets it.
+        self.revisions.push(0);
     }
 
     /// The distinct texts [`Self::embed_graph`] would embed for `graph`, in order of first

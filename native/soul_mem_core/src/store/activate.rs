@@ -23,9 +23,6 @@ pub struct Activation {
     pub boundary: BTreeSet<MemoryId>,
     /// True when `cap` stopped the expansion before `k_hops` was exhausted.
     pub truncated: bool,
-    /// The active stored neighbours (both link directions, strongest link first) of every
-    /// loaded note, as [`Store::neighbour_lists`] gives them.
-    pub neighbours: HashMap<MemoryId, Vec<MemoryId>>,
 }
 
 /// Where an activation reads the stored graph's neighbour lists from: the store itself
@@ -155,7 +152,6 @@ impl Store {
             graph,
             boundary,
             truncated,
-            neighbours,
         })
     }
 

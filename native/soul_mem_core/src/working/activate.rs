@@ -115,10 +115,10 @@ impl WorkingMemory {
             }
         }
         if !new_seeds.is_empty() {
-            let mut act =
+            let act =
                 store.activate_with(&new_seeds, self.cfg.k_hops, self.cfg.cap, &self.links)?;
             report.truncated |= act.truncated;
-            self.merge(engine, store, &mut act, &mut report)?;
+            self.merge(engine, store, &act, &mut report)?;
         }
         if self.cfg.expand_boundary && !boundary_seeds.is_empty() {
             self.expand_inner(engine, store, &boundary_seeds, &mut report)?;
@@ -254,14 +254,14 @@ impl WorkingMemory {
     }
 
     /// Inserts the notes of an activation that are not resident (with all their stored
-    /// links, their forgetting state and their stored neighbour list) and touches every note
+    /// links and their forgetting state) and touches every note
     /// of it, in its BFS order (core, seeds, hop 1, hop 2, …). The forgetting states are read
     /// in one statement.
     pub(super) fn merge(
         &mut self,
         engine: &mut Engine,
         store: &mut Store,
-        act: &mut Activation,
+        act: &Activation,
         report: &mut ActivationReport,
     ) -> Result<()> {
         let pending = pending_by_source(&act.graph);
@@ -306,9 +306,9 @@ impl WorkingMemory {
             return Ok(());
         }
         self.refresh_links(store)?;
-        let mut act = store.activate_with(ids, 1, self.cfg.cap, &self.links)?;
+        let act = store.activate_with(ids, 1, self.cfg.cap, &self.links)?;
         report.truncated |= act.truncated;
-        self.merge(engine, store, &mut act, report)?;
+        self.merge(engine, store, &act, report)?;
         report
             .expanded
             .extend(ids.iter().map(|id| engine.graph().readable_of(id)));

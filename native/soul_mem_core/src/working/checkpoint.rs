@@ -59,9 +59,7 @@ impl WorkingMemory {
             _ => None,
         });
         changes.extend(extra.iter().cloned());
-        let before = store.sync_tag();
-        store.upsert_notes(&notes, &changes)?;
-        self.links.wrote(store, before, &notes, &changes);
+        self.upsert_notes(store, &notes, &changes)?;
         if !updates.is_empty() {
             store.put_embeddings(&self.model, &updates)?;
         }
@@ -174,9 +172,7 @@ impl WorkingMemory {
         }
         let updates = self.index_updates(&write)?;
         if !write.is_empty() || !states.is_empty() {
-            let before = store.sync_tag();
-            store.upsert_notes(&write, &states)?;
-            self.links.wrote(store, before, &write, &states);
+            self.upsert_notes(store, &write, &states)?;
         }
         if !updates.is_empty() {
             store.put_embeddings(&self.model, &updates)?;

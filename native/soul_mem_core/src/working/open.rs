@@ -98,9 +98,9 @@ impl WorkingMemory {
         for id in &resident {
             wm.touch_one(*id);
         }
-        let mut core = store.activate_with(&[], 0, 0, &wm.links)?;
+        let core = store.activate_with(&[], 0, 0, &wm.links)?;
         let mut report = ActivationReport::default();
-        wm.merge(engine, store, &mut core, &mut report)?;
+        wm.merge(engine, store, &core, &mut report)?;
         wm.ensure_engine_embedder(engine)?;
         let vectors = wm.index.len();
         Ok((

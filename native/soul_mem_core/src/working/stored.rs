@@ -8,12 +8,13 @@ use crate::graph::MemoryGraph;
 use crate::model::{MemoryId, MemoryLink, MemoryNote, MemoryType};
 use crate::store::{db_err, Store};
 use std::collections::HashMap;
+use std::path::Path;
 
-pub(super) fn parse_uuid(store: &Store, s: &str) -> Result<MemoryId> {
+pub(super) fn parse_uuid(path: &Path, s: &str) -> Result<MemoryId> {
     uuid::Uuid::parse_str(s)
         .map(MemoryId)
         .map_err(|e| Error::Corrupt {
-            path: store.path().display().to_string(),
+            path: path.display().to_string(),
             message: format!("bad note id {s:?}: {e}"),
         })
 }
@@ -35,7 +36,7 @@ pub(super) fn stored_texts(store: &Store) -> Result<Vec<(MemoryId, Option<String
             path: p.display().to_string(),
             message: format!("note {id}: payload: {e}"),
         })?;
-        out.push((parse_uuid(store, &id)?, primary_text(&mt)));
+        out.push((parse_uuid(p, &id)?, primary_text(&mt)));
     }
     Ok(out)
 }
