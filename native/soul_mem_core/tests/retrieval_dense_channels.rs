@@ -137,3 +137,40 @@ fn one_thread_and_many_give_the_same_channels() {
         assert_same(&fa, &fb);
     }
 }
+
+/// Counts the embedder's calls.
+struct Counting<'e> {
+    inner: &'e HashEmbedder,
+    calls: std::cell::Cell<usize>,
+}
+
+impl TextEmbedder for Counting<'_> {
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+    fn embed(
+        &self,
+        texts: &[&str],
+        kind: EmbedKind,
+    ) -> soul_mem_core::error::Result<Vec<Vec<f32>>> {
+        self.calls.set(self.calls.get() + 1);
+        self.inner.embed(texts, kind)
+    }
+}
+
+#[test]
+fn a_recalls_sub_queries_are_embedded_in_one_call() {
+    let e = HashEmbedder::new(64).unwrap();
+    let counting = Counting {
+        inner: &e,
+        calls: std::cell::Cell::new(0),
+    };
+    let qs = queries();
+    let together = embed_queries(&qs, &counting).unwrap();
+    assert_eq!(counting.calls.get(), 1);
+    let apart: Vec<QueryVectors> = qs.iter().map(|q| embed_query(q, &e).unwrap()).collect();
+    assert_eq!(together, apart);
+    assert!(together.iter().all(|v| !v.is_empty()));
+    assert!(embed_queries(&[], &counting).unwrap().is_empty());
+    assert_eq!(counting.calls.get(), 1, "nothing to embed, no call");
+}

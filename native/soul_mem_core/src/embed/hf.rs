@@ -10,7 +10,7 @@ use candle_transformers::models::bert::{self, BertEncoder, HiddenAct};
 use serde::Deserialize;
 use tokenizers::Tokenizer;
 
-use super::encoder::{Encoder, WordTable};
+use super::encoder::{Encoder, Layers, WordTable};
 use super::error::EmbedError;
 use super::tokenize::TextTokenizer;
 use super::Pooling;
@@ -223,7 +223,7 @@ pub(crate) fn load(dir: &Path) -> Result<HfLoaded, EmbedError> {
         pos_offset,
         type0,
         ln,
-        layers,
+        layers: Layers::Bert(layers),
         hidden: cfg.hidden_size,
     };
     let inner = Tokenizer::from_file(&tok_path)

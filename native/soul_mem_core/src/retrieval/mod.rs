@@ -59,6 +59,8 @@ pub use pipeline::{
 pub use ppr::{
     edge_weight, forward_push, naive_ppr, Csr, EdgeWeightParams, PprParams, PprWorkspace,
 };
-pub use query::{embed_query, EmbeddedQuery, QueryTexts, QueryVariant, QueryVectors, SubQuery};
+pub use query::{
+    embed_queries, embed_query, EmbeddedQuery, QueryTexts, QueryVariant, QueryVectors, SubQuery,
+};
 pub use similarity::similarity;
 pub use text_embedder::{embed_distinct, EmbedKind, TextEmbedder};

@@ -13,7 +13,7 @@ use super::fusion::{
 };
 use super::index::{EdgeDecay, RetrievalIndex};
 use super::ppr::{forward_push, Csr, PprParams};
-use super::query::{embed_query, EmbeddedQuery, QueryTexts, QueryVectors, SubQuery};
+use super::query::{embed_queries, EmbeddedQuery, QueryTexts, QueryVectors, SubQuery};
 use super::text_embedder::TextEmbedder;
 use super::top_k::{by_score, top_k};
 use crate::error::{Error, Result};
@@ -557,10 +557,7 @@ impl DefaultPipeline {
         short: Option<ShortContext>,
         decay: Option<&EdgeDecay>,
     ) -> Result<PipelineResult> {
-        let vectors = queries
-            .iter()
-            .map(|q| embed_query(q, embedder))
-            .collect::<Result<Vec<_>>>()?;
+        let vectors = embed_queries(queries, embedder)?;
         Self::run_decayed(idx, queries, &vectors, cfg, short, decay)
     }
 

