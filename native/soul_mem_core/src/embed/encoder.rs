@@ -153,14 +153,15 @@ impl Encoder {
         let mut pooled = Vec::with_capacity(windows.len());
         for len in lens {
             let rows = &hidden[start * h..(start + len) * h];
+            // Every window holds at least its two special tokens; an empty one pools to zero.
             pooled.push(match pooling {
-                Pooling::Cls => rows[..h].to_vec(),
+                Pooling::Cls => rows.get(..h).map_or_else(|| vec![0f32; h], <[f32]>::to_vec),
                 Pooling::Mean => {
                     let mut sum = vec![0f32; h];
                     for row in rows.chunks_exact(h) {
                         sum.iter_mut().zip(row).for_each(|(s, x)| *s += x);
                     }
-                    sum.iter_mut().for_each(|s| *s /= len as f32);
+                    sum.iter_mut().for_each(|s| *s /= len.max(1) as f32);
                     sum
                 }
             });
