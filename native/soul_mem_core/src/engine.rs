@@ -6,14 +6,15 @@ pub use crate::embedder::{EmbedderChoice, ModelEmbedder, ProgressEmbedder};
 use crate::error::{Error, Result};
 use crate::forget::{self, ForgetAction, ForgetConfig, NoteView, Revision, SweepReport};
 use crate::graph::MemoryGraph;
+use crate::model::IdMap;
 use crate::model::{MemoryId, MemoryType};
 use crate::retrieval::{
-    DefaultPipeline, EdgeDecay, NodeVectors, PipelineConfig, PipelineResult, RetrievalIndex,
-    ShortContext, SubQuery,
+    DefaultPipeline, EdgeDecay, LexicalIndex, NodeVectors, PipelineConfig, PipelineResult,
+    RetrievalIndex, ShortContext, SubQuery, VectorPlan,
 };
 use crate::store::{Change, CheckpointStats, ForgetState, Store};
 use chrono::{DateTime, Utc};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// One character's graph and the retrieval index derived from it, with its forgetting
@@ -23,7 +24,7 @@ pub struct Engine {
     index: Option<RetrievalIndex>,
     embedder: Option<EmbedderChoice>,
     forget_config: ForgetConfig,
-    forget_states: HashMap<MemoryId, ForgetState>,
+    forget_states: IdMap<ForgetState>,
     // Notes whose forgetting state or aligned semantic fields changed since the last
     // `take_forget_dirty`, so persistence can write only those.
     forget_dirty: BTreeSet<MemoryId>,
@@ -89,7 +90,7 @@ impl Engine {
             index: None,
             embedder: None,
             forget_config: ForgetConfig::default(),
-            forget_states: HashMap::new(),
+            forget_states: Default::default(),
             forget_dirty: BTreeSet::new(),
             decay_epoch: 0,
             decay_cache: None,
@@ -167,13 +168,20 @@ impl Engine {
             .as_ref()
             .is_some_and(|e| e.name() == embedder.name());
         let prev = self.index.as_ref().filter(|_| same).map(|i| i.vectors());
-        let vectors = NodeVectors::embed_graph_reusing(&self.graph, &progress, prev)?;
-        // The previous snapshot's lexical index is synced, not rebuilt (only changed notes
-        // are segmented again).
-        self.index = Some(RetrievalIndex::build_reusing(
+        // Embedding (what can fail) comes first: on an error the old index stays.
+        let plan = VectorPlan::new(&self.graph, &progress, prev)?;
+        // The old snapshot is given up: its rows are compacted in place where the graph only
+        // lost notes and gained some at its end, and its lexical index is synced (only
+        // changed notes are segmented again).
+        let (prev, lexical) = match self.index.take().map(RetrievalIndex::into_parts) {
+            Some((vectors, lexical)) => (Some(vectors).filter(|_| same), lexical),
+            None => (None, LexicalIndex::default()),
+        };
+        let vectors = plan.assemble_owned(prev)?;
+        self.index = Some(RetrievalIndex::build_with_lexical(
             &self.graph,
             vectors,
-            self.index.take(),
+            lexical,
         )?);
         self.embedder = Some(embedder);
         Ok(())

@@ -2,9 +2,10 @@
 //! and a buffer of links whose target has not been loaded yet.
 
 use crate::error::{Error, Result};
+use crate::model::{IdHasher, IdMap, IdSet};
 use crate::model::{LinkId, LinkKind, MemoryId, MemoryLink, MemoryNote, NodeKind};
 use indexmap::IndexMap;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// One state of one open store (see `Store::sync_tag`): a graph holding the tag of the store's
@@ -34,7 +35,7 @@ pub(crate) enum NoteChange {
 #[derive(Debug, Clone, Default)]
 struct ChangeLog {
     synced: Option<SyncTag>,
-    notes: HashMap<MemoryId, NoteChange>,
+    notes: IdMap<NoteChange>,
 }
 
 impl ChangeLog {
@@ -80,13 +81,13 @@ pub struct GraphStats {
 #[derive(Debug, Clone)]
 pub struct MemoryGraph {
     character: String,
-    notes: IndexMap<MemoryId, MemoryNote>,
+    notes: IndexMap<MemoryId, MemoryNote, IdHasher>,
     readable: HashMap<String, MemoryId>,
-    pending: HashMap<MemoryId, Vec<MemoryLink>>,
+    pending: IdMap<Vec<MemoryLink>>,
     version: u64,
     log: ChangeLog,
     // Content revision of every note (see `content_revision`).
-    content_revs: HashMap<MemoryId, u64>,
+    content_revs: IdMap<u64>,
 }
 
 /// Source of content revisions: process-wide, so equal revisions mean equal content even
@@ -102,12 +103,12 @@ impl MemoryGraph {
     pub fn new(character: impl Into<String>) -> Self {
         MemoryGraph {
             character: character.into(),
-            notes: IndexMap::new(),
+            notes: IndexMap::default(),
             readable: HashMap::new(),
-            pending: HashMap::new(),
+            pending: Default::default(),
             version: 0,
             log: ChangeLog::default(),
-            content_revs: HashMap::new(),
+            content_revs: Default::default(),
         }
     }
 
@@ -366,7 +367,7 @@ impl MemoryGraph {
     ///
     /// Complexity: O(nodes + links) for the whole batch.
     pub fn remove_many(&mut self, ids: &[MemoryId], keep_incoming: bool) -> Vec<MemoryNote> {
-        let set: HashSet<MemoryId> = ids
+        let set: IdSet = ids
             .iter()
             .filter(|id| self.notes.contains_key(*id))
             .copied()
@@ -375,7 +376,8 @@ impl MemoryGraph {
             return Vec::new();
         }
         let mut removed = Vec::with_capacity(set.len());
-        let mut kept = IndexMap::with_capacity(self.notes.len() - set.len());
+        let mut kept =
+            IndexMap::with_capacity_and_hasher(self.notes.len() - set.len(), IdHasher::default());
         for (id, note) in std::mem::take(&mut self.notes) {
             if set.contains(&id) {
                 removed.push(note);

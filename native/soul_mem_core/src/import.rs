@@ -6,6 +6,7 @@
 
 use crate::error::{Error, Result};
 use crate::graph::{validate_intensity, MemoryGraph};
+use crate::model::IdMap;
 use crate::model::*;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -201,7 +202,7 @@ pub fn parse_note(graph: &MemoryGraph, bytes: &[u8], max_bytes: u64) -> Result<M
         .ok_or_else(|| Error::InvalidJson("expected one note".into()))?;
     // Self-links were attached; the rest waited as pending links, grouped by target in no
     // particular order: put them back in file order.
-    let mut by_target: HashMap<MemoryId, std::collections::VecDeque<MemoryLink>> = HashMap::new();
+    let mut by_target: IdMap<std::collections::VecDeque<MemoryLink>> = Default::default();
     for l in std::mem::take(&mut note.links).into_iter().chain(pending) {
         by_target.entry(l.to).or_default().push_back(l);
     }

@@ -4,7 +4,8 @@
 
 use crate::graph::MemoryGraph;
 use crate::model::MemoryId;
-use std::collections::{HashMap, HashSet, VecDeque};
+use crate::model::{IdMap, IdSet};
+use std::collections::VecDeque;
 
 /// A note of a neighbourhood.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,13 +54,13 @@ pub fn neighbourhood(
     hops: usize,
     max_notes: usize,
 ) -> Neighbourhood {
-    let mut incoming: HashMap<MemoryId, Vec<MemoryId>> = HashMap::new();
+    let mut incoming: IdMap<Vec<MemoryId>> = Default::default();
     for note in graph.notes() {
         for link in &note.links {
             incoming.entry(link.to).or_default().push(link.from);
         }
     }
-    let mut seen: HashMap<MemoryId, usize> = HashMap::new();
+    let mut seen: IdMap<usize> = Default::default();
     let mut order: Vec<MemoryId> = Vec::new();
     let mut queue: VecDeque<MemoryId> = VecDeque::new();
     for id in start {
@@ -90,7 +91,7 @@ pub fn neighbourhood(
             }
         }
     }
-    let members: HashSet<MemoryId> = order.iter().copied().collect();
+    let members: IdSet = order.iter().copied().collect();
     let notes = order
         .iter()
         .filter_map(|id| graph.get(id))
@@ -122,6 +123,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::import::{import_file, ImportOptions};
+    use std::collections::HashSet;
     use std::path::Path;
 
     #[test]

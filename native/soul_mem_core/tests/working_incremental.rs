@@ -7,7 +7,9 @@ mod store_util;
 
 use soul_mem_core::graph::MemoryGraph;
 use soul_mem_core::model::*;
-use soul_mem_core::retrieval::{EmbedKind, FieldKind, HashEmbedder, NodeVectors, TextEmbedder};
+use soul_mem_core::retrieval::{
+    EmbedKind, FieldKind, HashEmbedder, NodeVectors, TextEmbedder, VectorPlan,
+};
 use std::cell::RefCell;
 use store_util::t;
 
@@ -189,4 +191,70 @@ fn batch_release_keeps_incoming_links_pending_until_the_note_returns() {
     assert_eq!(g.len(), 1);
     assert!(g.get(&c.id).unwrap().links.is_empty());
     assert_eq!(g.pending_links().count(), 0);
+}
+
+/// Rounds of what working memory does to its graph — notes released anywhere, new ones
+/// appended — each rebuilt from the previous round's vectors given up: the rows are compacted
+/// in place, and the result equals embedding the whole graph again (f32 and int8 rows, row
+/// ranges, the tag vocabulary in first-use order, fingerprints), field for field.
+#[test]
+fn vectors_given_up_are_compacted_in_place_and_equal_a_full_embedding() {
+    let e = HashEmbedder::new(48).unwrap();
+    let tags = ["甲", "乙", "丙", "丁", "戊"];
+    let mut g = MemoryGraph::new(C);
+    let mut next = 0usize;
+    let add = |g: &mut MemoryGraph, next: &mut usize| {
+        let i = *next;
+        *next += 1;
+        // Some notes without tags, some with one or two, shared across notes.
+        let mine: Vec<&str> = (0..i % 3)
+            .map(|k| tags[(i * 7 + k * 3) % tags.len()])
+            .collect();
+        g.insert(sem(&format!("n{i}"), &format!("内容{i}"), &mine))
+            .unwrap();
+    };
+    for _ in 0..40 {
+        add(&mut g, &mut next);
+    }
+    let mut vectors = NodeVectors::embed_graph(&g, &e).unwrap();
+    let mut state = 0x9e37_79b9_u64;
+    for round in 0..12 {
+        let ids: Vec<MemoryId> = g.notes().map(|n| n.id).collect();
+        let gone: Vec<MemoryId> = ids
+            .iter()
+            .copied()
+            .filter(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state.is_multiple_of(4)
+            })
+            .collect();
+        g.remove_many(&gone, true);
+        for _ in 0..(round % 4 + 3) {
+            add(&mut g, &mut next);
+        }
+        let plan = VectorPlan::new(&g, &e, Some(&vectors)).unwrap();
+        assert!(plan.in_place(), "round {round}: removals and appends only");
+        vectors = plan.assemble_owned(Some(vectors)).unwrap();
+        let full = NodeVectors::embed_graph(&g, &e).unwrap();
+        assert_same(&vectors, &full);
+        assert!(
+            vectors == full,
+            "round {round}: identical to a full embedding"
+        );
+    }
+    // A note changed in the middle is not an in-place update; the copy is still exact.
+    let first = g.notes().next().map(|n| n.id).unwrap();
+    if let Some(MemoryType::Semantic(s)) = g.get_mut(&first).map(|n| &mut n.mem_type) {
+        s.content = "改过".into();
+    }
+    let plan = VectorPlan::new(&g, &e, Some(&vectors)).unwrap();
+    assert!(!plan.in_place());
+    let copied = plan.assemble_owned(Some(vectors)).unwrap();
+    assert!(copied == NodeVectors::embed_graph(&g, &e).unwrap());
+    // Vectors other than those planned against are refused.
+    let plan = VectorPlan::new(&g, &e, Some(&copied)).unwrap();
+    let other = NodeVectors::embed_graph(&MemoryGraph::new(C), &e).unwrap();
+    assert!(plan.assemble_owned(Some(other)).is_err());
 }

@@ -18,6 +18,7 @@ use super::text::decorator_lines;
 use crate::error::{Error, Result};
 use crate::graph::MemoryGraph;
 use crate::import::SELF_NODE_ID;
+use crate::model::IdSet;
 use crate::model::*;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
@@ -226,7 +227,7 @@ pub fn export_card_v2(graph: &MemoryGraph) -> Result<Value> {
         _ => String::new(),
     };
     let greetings = greeting_notes(graph);
-    let greeting_ids: HashSet<MemoryId> = greetings.iter().map(|(id, _)| *id).collect();
+    let greeting_ids: IdSet = greetings.iter().map(|(id, _)| *id).collect();
     let examples: Vec<String> = graph
         .notes()
         .filter(|n| !greeting_ids.contains(&n.id))

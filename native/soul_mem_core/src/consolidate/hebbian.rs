@@ -6,10 +6,11 @@ use super::apply::{has_link, Run};
 use super::HEBBIAN_VERB;
 use crate::error::Result;
 use crate::graph::MemoryGraph;
+use crate::model::{IdMap, IdSet};
 use crate::model::{LinkId, LinkKind, MemoryId, MemoryLinkType, SemMemLink};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 
 /// Confidence of Hebbian links: association, not a stated fact.
 const HEBBIAN_CONFIDENCE: f32 = 0.5;
@@ -45,7 +46,7 @@ pub fn activity(
     records: &BTreeMap<String, Vec<DateTime<Utc>>>,
     min_span_hours: f64,
 ) -> Vec<Activity> {
-    let mut by_id: HashMap<MemoryId, Vec<DateTime<Utc>>> = HashMap::new();
+    let mut by_id: IdMap<Vec<DateTime<Utc>>> = Default::default();
     for (key, times) in records {
         if let Some(id) = graph.resolve(key) {
             by_id.entry(id).or_default().extend(times.iter().copied());
@@ -142,7 +143,7 @@ impl Run<'_> {
         }
 
         let pairs = coactivations(self.graph, records, self.cfg.coactivation_window_ms);
-        let mut partners: HashMap<MemoryId, HashSet<MemoryId>> = HashMap::new();
+        let mut partners: IdMap<IdSet> = Default::default();
         for ((a, b), count) in &pairs {
             partners.entry(*a).or_default().insert(*b);
             partners.entry(*b).or_default().insert(*a);

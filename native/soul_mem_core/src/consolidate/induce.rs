@@ -6,6 +6,7 @@ use super::apply::{embed_unit, hex_id, Run};
 use super::dedupe::normalize_name;
 use super::{InducedHabit, InducedPattern, EVIDENCE_TAG};
 use crate::error::Result;
+use crate::model::IdSet;
 use crate::model::{
     AbstractSituation, Action, ActionType, Event, LinkKind, Location, MemoryId, MemoryLinkType,
     MemoryType, NodeKind, Participant, ProcMemLink, ProcMemory, Situation, SituationMemLink,
@@ -96,7 +97,7 @@ impl UnionFind {
 
 impl Run<'_> {
     pub(super) fn induce(&mut self) -> Result<()> {
-        let created: HashSet<MemoryId> = self.created.iter().copied().collect();
+        let created: IdSet = self.created.iter().copied().collect();
         // (facet, norm) → members, surface counts.
         let mut groups: BTreeMap<(&'static str, String), Group> = BTreeMap::new();
         for note in self.graph.notes() {

@@ -2,10 +2,10 @@
 
 use super::*;
 use crate::graph::MemoryGraph;
+use crate::model::IdSet;
 use crate::model::MemoryId;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use std::collections::HashSet;
 
 /// One link removed by the sweep.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -88,7 +88,7 @@ pub fn sweep(graph: &mut MemoryGraph, now: DateTime<Utc>, cfg: &ForgetConfig) ->
     report.mean_missing_degree = if md_n == 0 { 0.0 } else { md_sum / md_n as f64 };
 
     // Degree after pruning: a note is isolated when no attached link starts or ends at it.
-    let mut linked: HashSet<MemoryId> = HashSet::new();
+    let mut linked: IdSet = Default::default();
     for note in graph.notes() {
         for l in &note.links {
             linked.insert(l.from);

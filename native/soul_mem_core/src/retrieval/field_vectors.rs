@@ -4,9 +4,13 @@
 //! a [`TextEmbedder`]; not the model (`embed/`) nor the persistent cache of model outputs
 //! (`embedding_cache.rs`).
 
+mod reuse;
+
+pub use reuse::VectorPlan;
+
 use super::dot::{dot_q8, l2_normalise};
 use super::field_texts::{node_texts, FieldKind};
-use super::text_embedder::{embed_distinct, EmbedKind, TextEmbedder};
+use super::text_embedder::TextEmbedder;
 use crate::error::{Error, Result};
 use crate::graph::MemoryGraph;
 use crate::model::MemoryId;
@@ -169,7 +173,7 @@ unsafe fn dot_i16_i8_avx2(q: &[i16], r: &[i8]) -> i64 {
 /// Besides the f32 rows it keeps an int8 scan copy (per-row scale `max|x|/127`): similarity
 /// streams every row of a field per query, so it is memory-bandwidth bound, and the int8 copy
 /// moves 4× fewer bytes. For unit vectors of dimension ≥ 64 the cosine error is about 1e-3.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct FieldMatrix {
     data: Vec<f32>,
     q8: Vec<i8>,
@@ -315,7 +319,7 @@ unsafe fn scan_i16_avx2(
 ///
 /// Node `i` of the vectors is the note at dense position `i` of the graph they were built
 /// from; [`NodeVectors::ids`] lets the index verify that.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct NodeVectors {
     dim: usize,
     ids: Vec<MemoryId>,
@@ -505,67 +509,17 @@ impl NodeVectors {
     /// [`Self::embed_graph`], reusing the rows of `prev` (vectors of the same embedder) for
     /// every note whose field texts are unchanged: only new and changed notes are embedded,
     /// the rest is copied, and the result is identical to embedding the whole graph. A
-    /// `prev` of another dimension is ignored.
+    /// `prev` of another dimension is ignored. ([`VectorPlan::assemble_owned`] compacts
+    /// owned old vectors in place instead of copying.)
     ///
-    /// Complexity: O(text of the graph) to collect the texts, O(rows × dim) to copy, plus one
-    /// embedder call over the distinct texts of the new and changed notes.
+    /// Complexity: O(text of the changed notes), O(rows × dim) to copy, plus one embedder
+    /// call over the distinct texts of the new and changed notes.
     pub fn embed_graph_reusing(
         graph: &MemoryGraph,
         embedder: &dyn TextEmbedder,
         prev: Option<&NodeVectors>,
     ) -> Result<Self> {
-        let prev = prev.filter(|p| p.dim == embedder.dim());
-        let prev_pos: HashMap<MemoryId, usize> = prev
-            .map(|p| p.ids.iter().enumerate().map(|(j, id)| (*id, j)).collect())
-            .unwrap_or_default();
-        // Per note: the previous node to copy, or the texts to embed. A note whose content
-        // revision is the one its rows were made from is copied without reading its texts;
-        // otherwise an equal text fingerprint still reuses the rows.
-        let mut plan: Vec<std::result::Result<usize, Vec<(FieldKind, String)>>> =
-            Vec::with_capacity(graph.len());
-        for note in graph.notes() {
-            let j = prev_pos.get(&note.id).copied();
-            let rev = graph.content_revision(&note.id).unwrap_or(0);
-            if let (Some(j), Some(p)) = (j, prev) {
-                if rev != 0 && p.revisions[j] == rev {
-                    plan.push(Ok(j));
-                    continue;
-                }
-            }
-            let items = node_texts(note);
-            let sig = signature_of(items.iter().map(|(k, t)| (*k, t.as_str())));
-            match (j, prev) {
-                (Some(j), Some(p)) if p.signatures[j] == sig => plan.push(Ok(j)),
-                _ => plan.push(Err(items)),
-            }
-        }
-        let texts = plan
-            .iter()
-            .filter_map(|p| p.as_ref().err())
-            .flat_map(|items| items.iter().map(|(_, t)| t.as_str()));
-        let (distinct, vectors) = embed_distinct(embedder, texts, EmbedKind::Passage)?;
-        let mut out = NodeVectors::new(embedder.dim())?;
-        for (note, step) in graph.notes().zip(&plan) {
-            match step {
-                Ok(j) => {
-                    let p = prev.ok_or_else(|| {
-                        Error::invalid_argument("prev", "a copy needs the previous vectors")
-                    })?;
-                    out.push_node_from(p, *j)
-                }
-                Err(items) => {
-                    let rows: Vec<(FieldKind, &str, &[f32])> = items
-                        .iter()
-                        .map(|(k, t)| (*k, t.as_str(), vectors[distinct[t.as_str()]].as_slice()))
-                        .collect();
-                    out.push_node(note.id, &rows)?;
-                }
-            }
-            if let Some(r) = out.revisions.last_mut() {
-                *r = graph.content_revision(&note.id).unwrap_or(0);
-            }
-        }
-        Ok(out)
+        VectorPlan::new(graph, embedder, prev)?.assemble(prev)
     }
 
     /// Vector dimension.

@@ -16,6 +16,7 @@
 use super::field_texts::{node_texts, FieldKind};
 use crate::error::{Error, Result};
 use crate::graph::MemoryGraph;
+use crate::model::IdMap;
 use crate::model::{MemoryId, MemoryNote, NodeKind};
 use crate::text::search_terms;
 use std::collections::hash_map::DefaultHasher;
@@ -64,7 +65,7 @@ pub struct LexicalIndex {
     /// Live documents containing each term.
     df: Vec<u32>,
     docs: Vec<Doc>,
-    by_id: HashMap<MemoryId, u32>,
+    by_id: IdMap<u32>,
     free: Vec<u32>,
     live: usize,
     total_len: f64,
@@ -263,7 +264,8 @@ impl LexicalIndex {
     /// changed notes).
     pub fn sync(&mut self, graph: &MemoryGraph) -> Refusals {
         let mut refused = Vec::new();
-        let mut present: HashMap<MemoryId, ()> = HashMap::with_capacity(graph.len());
+        let mut present: IdMap<()> =
+            IdMap::with_capacity_and_hasher(graph.len(), Default::default());
         for note in graph.notes() {
             present.insert(note.id, ());
             let rev = graph.content_revision(&note.id).unwrap_or(0);

@@ -46,7 +46,7 @@ pub use config::{
 };
 pub use dense_channels::{similarity_channels, DenseChannels};
 pub use field_texts::{node_texts, FieldKind};
-pub use field_vectors::NodeVectors;
+pub use field_vectors::{NodeVectors, VectorPlan};
 pub use fusion::{calibrate, Channel};
 pub use hash_embedder::HashEmbedder;
 pub use index::{EdgeDecay, NodeMeta, RetrievalIndex};

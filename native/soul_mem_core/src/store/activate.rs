@@ -9,8 +9,9 @@
 use super::{build_graph, db_err, id_list, Store, ID_LIST};
 use crate::error::Result;
 use crate::graph::MemoryGraph;
+use crate::model::{IdMap, IdSet};
 use crate::model::{MemoryId, MemoryLink};
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::BTreeSet;
 
 /// An activated working-memory subgraph.
 #[derive(Debug, Clone)]
@@ -31,12 +32,12 @@ pub trait NeighbourSource {
     /// The active stored neighbours of each of `ids` in both link directions, strongest link
     /// first (ties by id), deduplicated, never the note itself; every id gets a list (empty
     /// when it has none).
-    fn neighbour_lists(&self, ids: &[MemoryId]) -> Result<HashMap<MemoryId, Vec<MemoryId>>>;
+    fn neighbour_lists(&self, ids: &[MemoryId]) -> Result<IdMap<Vec<MemoryId>>>;
 }
 
 impl NeighbourSource for Store {
     /// [`Store::neighbour_lists`].
-    fn neighbour_lists(&self, ids: &[MemoryId]) -> Result<HashMap<MemoryId, Vec<MemoryId>>> {
+    fn neighbour_lists(&self, ids: &[MemoryId]) -> Result<IdMap<Vec<MemoryId>>> {
         Store::neighbour_lists(self, ids)
     }
 }
@@ -65,15 +66,15 @@ impl Store {
         source: &dyn NeighbourSource,
     ) -> Result<Activation> {
         let mut order: Vec<MemoryId> = Vec::new();
-        let mut loaded: HashSet<MemoryId> = HashSet::new();
+        let mut loaded: IdSet = Default::default();
         for id in self.note_ids("WHERE core=1 AND archived=0", None)? {
             if loaded.insert(id) {
                 order.push(id);
             }
         }
         // `+archived`: see `neighbour_lists`.
-        let active: HashSet<MemoryId> = if seeds.is_empty() {
-            HashSet::new()
+        let active: IdSet = if seeds.is_empty() {
+            Default::default()
         } else {
             let filter = format!("WHERE id IN {ID_LIST} AND +archived=0");
             self.note_ids(&filter, Some(&id_list(seeds)?))?
@@ -98,7 +99,7 @@ impl Store {
             }
             frontier.push(*s);
         }
-        let mut neighbours: HashMap<MemoryId, Vec<MemoryId>> = HashMap::new();
+        let mut neighbours: IdMap<Vec<MemoryId>> = Default::default();
         'hops: for _ in 0..k_hops {
             if frontier.is_empty() {
                 break;
@@ -140,7 +141,7 @@ impl Store {
             .collect();
         let mut stored = self.notes_of(&order)?;
         let mut notes = Vec::with_capacity(order.len());
-        let mut links: HashMap<MemoryId, Vec<MemoryLink>> = HashMap::new();
+        let mut links: IdMap<Vec<MemoryLink>> = Default::default();
         for id in &order {
             if let Some(mut note) = stored.remove(id) {
                 links.insert(*id, std::mem::take(&mut note.links));
@@ -160,9 +161,8 @@ impl Store {
     /// when it has none). One statement for the batch.
     ///
     /// Complexity: O(Σ degree · log rows).
-    pub fn neighbour_lists(&self, ids: &[MemoryId]) -> Result<HashMap<MemoryId, Vec<MemoryId>>> {
-        let mut out: HashMap<MemoryId, Vec<MemoryId>> =
-            ids.iter().map(|id| (*id, Vec::new())).collect();
+    pub fn neighbour_lists(&self, ids: &[MemoryId]) -> Result<IdMap<Vec<MemoryId>>> {
+        let mut out: IdMap<Vec<MemoryId>> = ids.iter().map(|id| (*id, Vec::new())).collect();
         if ids.is_empty() {
             return Ok(out);
         }

@@ -3,6 +3,7 @@
 //! ([`Store::upsert_notes`]); and loading it ([`Store::load_graph`]).
 
 use super::*;
+use crate::model::IdSet;
 
 impl Store {
     /// Replaces all active (non-archived) notes and their links with the graph's, in one
@@ -72,7 +73,7 @@ impl Store {
             Some(tag) if tag != self.sync_tag() => return Plan::Full(FullReason::Stale),
             Some(_) => {}
         }
-        let mut touched: HashSet<MemoryId> = graph.changed_ids().copied().collect();
+        let mut touched: IdSet = graph.changed_ids().copied().collect();
         for ch in extra {
             match ch {
                 // A full write lets the graph's version of these notes win (and deletes the
@@ -167,7 +168,7 @@ impl Store {
     /// Complexity: O(nodes + links).
     pub fn load_graph(&self) -> Result<MemoryGraph> {
         let notes = self.query_notes("WHERE archived=0")?;
-        let active: std::collections::HashSet<MemoryId> = notes.iter().map(|(n, _)| n.id).collect();
+        let active: IdSet = notes.iter().map(|(n, _)| n.id).collect();
         // One sequential scan of the link table beats index-ordered random reads (3x at 100k
         // notes); filtering happens here.
         let mut links = self.query_links("")?;

@@ -20,6 +20,7 @@
 
 use super::*;
 use crate::import::{link_id, written_link_id, RawLink, SELF_NODE_ID};
+use crate::model::{IdMap, IdSet};
 
 impl Store {
     /// Everything of the character as one JSON document (version [`EXPORT_VERSION`], see the
@@ -31,7 +32,7 @@ impl Store {
     pub fn export_character(&self) -> Result<serde_json::Value> {
         let notes = self.query_notes("")?;
         let mut links = self.query_links("")?;
-        let readable: HashMap<MemoryId, String> = notes
+        let readable: IdMap<String> = notes
             .iter()
             .map(|(n, _)| (n.id, n.readable_id.clone()))
             .collect();
@@ -303,7 +304,7 @@ struct Resolved {
 /// Complexity: O(notes + links + side rows).
 fn resolve_document(doc: ExportDoc, now: DateTime<Utc>) -> Result<Resolved> {
     let character = doc.character.as_str();
-    let mut uuids: HashSet<MemoryId> = HashSet::with_capacity(doc.notes.len());
+    let mut uuids: IdSet = IdSet::with_capacity_and_hasher(doc.notes.len(), Default::default());
     let mut readable: HashMap<&str, MemoryId> = HashMap::with_capacity(doc.notes.len());
     for (i, n) in doc.notes.iter().enumerate() {
         if n.id.trim().is_empty() {

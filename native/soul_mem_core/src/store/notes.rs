@@ -2,6 +2,7 @@
 //! links and batches of [`Change`]s; plus the row readers the graph loader shares.
 
 use super::*;
+use crate::model::IdMap;
 
 impl Store {
     /// One note (archived or not) with all its stored outgoing links.
@@ -11,9 +12,9 @@ impl Store {
 
     /// The stored notes (archived or not) of `ids` with their outgoing links, in two
     /// queries, by id; unknown ids are absent. Complexity: O(|ids| · (log rows + degree)).
-    pub fn notes_of(&self, ids: &[MemoryId]) -> Result<HashMap<MemoryId, MemoryNote>> {
+    pub fn notes_of(&self, ids: &[MemoryId]) -> Result<IdMap<MemoryNote>> {
         if ids.is_empty() {
-            return Ok(HashMap::new());
+            return Ok(Default::default());
         }
         let list = id_list(ids)?;
         let mut links = self.query_links_with(&format!("WHERE from_id IN {ID_LIST}"), &list)?;
@@ -243,23 +244,15 @@ impl Store {
     }
 
     /// Links matching a WHERE clause, grouped by source, each group in stored order.
-    pub(super) fn query_links(&self, filter: &str) -> Result<HashMap<MemoryId, Vec<MemoryLink>>> {
+    pub(super) fn query_links(&self, filter: &str) -> Result<IdMap<Vec<MemoryLink>>> {
         self.query_links_inner(filter, None)
     }
 
-    fn query_links_with(
-        &self,
-        filter: &str,
-        arg: &str,
-    ) -> Result<HashMap<MemoryId, Vec<MemoryLink>>> {
+    fn query_links_with(&self, filter: &str, arg: &str) -> Result<IdMap<Vec<MemoryLink>>> {
         self.query_links_inner(filter, Some(arg))
     }
 
-    fn query_links_inner(
-        &self,
-        filter: &str,
-        arg: Option<&str>,
-    ) -> Result<HashMap<MemoryId, Vec<MemoryLink>>> {
+    fn query_links_inner(&self, filter: &str, arg: Option<&str>) -> Result<IdMap<Vec<MemoryLink>>> {
         let sql =
             format!("SELECT id, from_id, to_id, intensity, link_type, ord FROM links {filter}");
         let p = &self.path;
@@ -267,7 +260,7 @@ impl Store {
         let mut rows = st
             .query(rusqlite::params_from_iter(&arg))
             .map_err(|e| db_err(p, e))?;
-        let mut groups: HashMap<MemoryId, Vec<(i64, MemoryLink)>> = HashMap::new();
+        let mut groups: IdMap<Vec<(i64, MemoryLink)>> = Default::default();
         while let Some(r) = rows.next().map_err(|e| db_err(p, e))? {
             let l = link_from_row(p, r)?;
             let ord: i64 = r.get(5).map_err(|e| db_err(p, e))?;

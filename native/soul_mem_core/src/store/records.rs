@@ -2,6 +2,7 @@
 //! consolidation and forgetting read.
 
 use super::*;
+use crate::model::IdMap;
 
 impl Store {
     /// Appends retrieval records (node, time) in one transaction.
@@ -74,9 +75,9 @@ impl Store {
 
     /// The stored forgetting states of the notes `ids` (those that have one), in one query.
     /// Complexity: O(|ids| · log rows).
-    pub fn forget_states_of(&self, ids: &[MemoryId]) -> Result<HashMap<MemoryId, ForgetState>> {
+    pub fn forget_states_of(&self, ids: &[MemoryId]) -> Result<IdMap<ForgetState>> {
         if ids.is_empty() {
-            return Ok(HashMap::new());
+            return Ok(Default::default());
         }
         Ok(self
             .forget_states_where(&format!("WHERE note_id IN {ID_LIST}"), Some(&id_list(ids)?))?

@@ -3,6 +3,7 @@
 //! write-back, and the validation a row must pass before it is written.
 
 use super::*;
+use crate::model::{IdMap, IdSet};
 
 /// Applies `steps[from..]` and sets `user_version = steps.len()` and the application id in
 /// one transaction: a failing step leaves the file at its old version, untouched.
@@ -83,7 +84,7 @@ pub(super) fn link_from_row(p: &Path, r: &rusqlite::Row<'_>) -> Result<MemoryLin
 pub(crate) fn build_graph(
     character: &str,
     notes: Vec<(MemoryNote, bool)>,
-    links: &mut HashMap<MemoryId, Vec<MemoryLink>>,
+    links: &mut IdMap<Vec<MemoryLink>>,
 ) -> Result<MemoryGraph> {
     let mut graph = MemoryGraph::new(character);
     let order: Vec<MemoryId> = notes.iter().map(|(n, _)| n.id).collect();
@@ -298,8 +299,8 @@ pub(super) fn insert_feedback(
 pub(super) fn pending_by_source(
     graph: &MemoryGraph,
     keep: impl Fn(&MemoryId) -> bool,
-) -> HashMap<MemoryId, Vec<&MemoryLink>> {
-    let mut pending: HashMap<MemoryId, Vec<&MemoryLink>> = HashMap::new();
+) -> IdMap<Vec<&MemoryLink>> {
+    let mut pending: IdMap<Vec<&MemoryLink>> = Default::default();
     for l in graph.pending_links().filter(|l| keep(&l.from)) {
         pending.entry(l.from).or_default().push(l);
     }
@@ -421,7 +422,7 @@ pub(super) fn write_incremental(
                 .map_err(e)?;
         }
     }
-    let wanted: HashSet<MemoryId> = present.iter().map(|(_, n)| n.id).collect();
+    let wanted: IdSet = present.iter().map(|(_, n)| n.id).collect();
     let pending = pending_by_source(graph, |from| wanted.contains(from));
     let mut links_written = 0;
     for (_, n) in &present {

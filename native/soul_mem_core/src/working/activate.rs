@@ -6,10 +6,11 @@ use super::*;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::graph::MemoryGraph;
+use crate::model::IdMap;
 use crate::model::MemoryId;
 use crate::retrieval::{PipelineConfig, PipelineResult, QueryTexts, ShortContext, SubQuery};
 use crate::store::{Activation, Store};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 /// Candidates the int8 long-term index proposes per seed, re-scored exactly from the store.
 pub const RERANK_OVERSAMPLE: usize = 4;
@@ -27,7 +28,7 @@ impl WorkingMemory {
     /// Complexity: O(q · n · d) for q vectors over n rows of dimension d, plus q indexed reads
     /// of the candidates' vectors.
     pub fn seeds(&self, store: &Store, query_vectors: &[Vec<f32>]) -> Result<Vec<(MemoryId, f32)>> {
-        let mut best: HashMap<MemoryId, f32> = HashMap::new();
+        let mut best: IdMap<f32> = Default::default();
         let k = self.cfg.seeds_per_query;
         for q in query_vectors {
             if q.len() != self.index.dim {
@@ -45,7 +46,7 @@ impl WorkingMemory {
             let floor = self.cfg.min_score.map(|m| m - 0.01);
             let approx = self.index.top_k(&qn, k * RERANK_OVERSAMPLE, floor);
             let ids: Vec<MemoryId> = approx.iter().map(|(id, _)| *id).collect();
-            let exact: HashMap<MemoryId, f32> = store
+            let exact: IdMap<f32> = store
                 .cosines_of(&self.model, q, &ids)?
                 .into_iter()
                 .collect();
@@ -97,6 +98,19 @@ impl WorkingMemory {
         store: &mut Store,
         query_vectors: &[Vec<f32>],
     ) -> Result<ActivationReport> {
+        let mut report = self.activate_unfinished(engine, store, query_vectors)?;
+        self.finish(engine, &mut report);
+        Ok(report)
+    }
+
+    /// [`Self::activate`] without the report's closing counts (a recall counts once, at its
+    /// end: counting the boundary visits every resident note).
+    fn activate_unfinished(
+        &mut self,
+        engine: &mut Engine,
+        store: &mut Store,
+        query_vectors: &[Vec<f32>],
+    ) -> Result<ActivationReport> {
         check_character(engine, store)?;
         self.refresh_links(store)?;
         self.tick += 1;
@@ -133,7 +147,6 @@ impl WorkingMemory {
                 score,
             })
             .collect();
-        self.finish(engine, &mut report);
         Ok(report)
     }
 
@@ -190,7 +203,8 @@ impl WorkingMemory {
             }
         }
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        let mut report = self.activate_texts(engine, store, &refs)?;
+        let vectors = self.embed_queries(&refs)?;
+        let mut report = self.activate_unfinished(engine, store, &vectors)?;
         let mut result = engine.recall(queries, cfg, short.clone())?;
         let ids = result_ids(&result);
         self.touch(&ids);

@@ -7,6 +7,7 @@ use super::*;
 use crate::embedding_cache::text_hash;
 use crate::engine::Engine;
 use crate::error::Result;
+use crate::model::IdSet;
 use crate::model::{MemoryId, MemoryNote};
 use crate::store::{Change, Store};
 
@@ -150,7 +151,7 @@ impl WorkingMemory {
         non_core.sort();
         let victims: Vec<MemoryId> = non_core.into_iter().map(|(_, _, id)| id).collect();
 
-        let victim_set: std::collections::HashSet<MemoryId> = victims.iter().copied().collect();
+        let victim_set: IdSet = victims.iter().copied().collect();
         let pending = pending_from(graph, |id| victim_set.contains(id));
         let mut write = Vec::new();
         let mut states = Vec::new();
@@ -162,10 +163,7 @@ impl WorkingMemory {
             if let Some(s) = engine.forget_state(id) {
                 states.push(Change::SetForgetState(*id, s.clone()));
             }
-            let changed = self
-                .clean
-                .get(id)
-                .is_none_or(|c| *c != canonical(full.clone()));
+            let changed = self.clean.get(id).is_none_or(|c| !unchanged(c, &full));
             if changed {
                 write.push(full);
             }

@@ -11,10 +11,10 @@
 use crate::embedding_cache::text_hash;
 use crate::engine::EmbedderChoice;
 use crate::error::{Error, Result};
+use crate::model::IdMap;
 use crate::model::MemoryId;
 use crate::retrieval::field_vectors::{quantise_q8, QVec};
 use crate::retrieval::{EmbedKind, TextEmbedder};
-use std::collections::HashMap;
 
 /// (note, SHA-256 of its primary text, vector): one row of the `embeddings` table.
 pub(super) type VectorRow = (MemoryId, [u8; 32], Vec<f32>);
@@ -34,7 +34,7 @@ pub(super) struct LongTermIndex {
     hashes: Vec<[u8; 32]>,
     q8: Vec<i8>,
     scales: Vec<f32>,
-    pos: HashMap<MemoryId, usize>,
+    pos: IdMap<usize>,
 }
 
 impl LongTermIndex {
@@ -45,7 +45,7 @@ impl LongTermIndex {
             hashes: Vec::new(),
             q8: Vec::new(),
             scales: Vec::new(),
-            pos: HashMap::new(),
+            pos: Default::default(),
         }
     }
 

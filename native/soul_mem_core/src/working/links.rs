@@ -16,6 +16,7 @@ use super::stored::parse_uuid;
 use super::WorkingMemory;
 use crate::error::Result;
 use crate::graph::{MemoryGraph, SyncTag};
+use crate::model::IdMap;
 use crate::model::{MemoryId, MemoryNote};
 use crate::store::{db_err, Change, NeighbourSource, Store};
 use rusqlite::Connection;
@@ -26,7 +27,7 @@ use std::path::Path;
 #[derive(Debug, Clone, Default)]
 pub(super) struct StoredLinks {
     ids: Vec<MemoryId>,
-    slot: HashMap<MemoryId, u32>,
+    slot: IdMap<u32>,
     // Stored and not archived: only such notes are neighbours.
     active: Vec<bool>,
     // Stored at all (an archived note keeps its row and its links).
@@ -272,8 +273,8 @@ fn id_column(path: &Path, r: &rusqlite::Row<'_>, i: usize) -> Result<MemoryId> {
 impl NeighbourSource for StoredLinks {
     /// As [`Store::neighbour_lists`], from memory: strongest link first, ties by id.
     /// Complexity: O(Σ degree · log degree).
-    fn neighbour_lists(&self, ids: &[MemoryId]) -> Result<HashMap<MemoryId, Vec<MemoryId>>> {
-        let mut out = HashMap::with_capacity(ids.len());
+    fn neighbour_lists(&self, ids: &[MemoryId]) -> Result<IdMap<Vec<MemoryId>>> {
+        let mut out = IdMap::with_capacity_and_hasher(ids.len(), Default::default());
         let mut best: HashMap<u32, f64> = HashMap::new();
         for id in ids {
             best.clear();

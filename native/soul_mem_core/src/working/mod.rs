@@ -36,11 +36,11 @@
 //! Costs that do not grow with the stored graph: the activation walks the in-memory adjacency
 //! and reads notes, links and forgetting states in a few batched statements (not one per
 //! note); the engine's index over the working graph keeps the vectors and word-index entries
-//! of notes whose content revision did not change
-//! ([`crate::retrieval::NodeVectors::embed_graph_reusing`],
+//! of notes whose content revision did not change ([`crate::retrieval::VectorPlan`],
 //! [`crate::graph::MemoryGraph::content_revision`]), so only notes new to working memory are
-//! embedded and segmented; a release removes its whole batch in one pass over the working
-//! graph.
+//! embedded and segmented, and the kept rows are compacted in place in the old snapshot's
+//! buffers rather than copied into new ones; a release removes its whole batch in one pass
+//! over the working graph.
 //!
 //! Limits: the brute-force scan costs O(n·d) per query vector — about 3 ms at 100k × 384
 //! here — and the matrix takes n·(d + 4) bytes (39 MB at 100k × 384); the adjacency about
@@ -63,11 +63,11 @@ mod tests;
 
 use crate::engine::EmbedderChoice;
 use crate::error::{Error, Result};
+use crate::model::{IdMap, IdSet};
 use crate::model::{MemoryId, MemoryNote, MemoryType, Situation};
 use index::LongTermIndex;
 use links::StoredLinks;
 use serde::{Deserialize, Serialize};
-use std::collections::{HashMap, HashSet};
 
 /// Working-memory parameters. JSON: every field optional, unknown fields refused.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -230,14 +230,14 @@ pub struct WorkingMemory {
     tick: u64,
     seq: u64,
     // (activation tick, touch sequence) of each resident note.
-    last: HashMap<MemoryId, (u64, u64)>,
+    last: IdMap<(u64, u64)>,
     // Every stored link in memory (both directions): the k-hop walk and the boundary.
     links: StoredLinks,
     // The note as loaded (links complete, sorted by id): a release writes only changed notes.
-    clean: HashMap<MemoryId, MemoryNote>,
+    clean: IdMap<MemoryNote>,
     // Notes deleted through a checkpoint: links to them that still wait as pending in the
     // graph are never written back.
-    deleted: HashSet<MemoryId>,
+    deleted: IdSet,
 }
 
 impl std::fmt::Debug for WorkingMemory {

@@ -7,10 +7,10 @@ use super::*;
 use crate::embedding_cache::text_hash;
 use crate::engine::{EmbedderChoice, Engine};
 use crate::error::{Error, Result};
+use crate::model::IdMap;
 use crate::model::MemoryId;
 use crate::retrieval::EmbedKind;
 use crate::store::{db_err, Store};
-use std::collections::{HashMap, HashSet};
 
 impl WorkingMemory {
     /// Builds the long-term index of `store` for `embedder` and makes `engine`'s graph a
@@ -40,7 +40,8 @@ impl WorkingMemory {
         let texts = stored_texts(store)?;
         let notes = texts.len();
         let mut index = LongTermIndex::new(dim);
-        let mut want: HashMap<MemoryId, [u8; 32]> = HashMap::with_capacity(texts.len());
+        let mut want: IdMap<[u8; 32]> =
+            IdMap::with_capacity_and_hasher(texts.len(), Default::default());
         for (id, t) in &texts {
             if let Some(t) = t {
                 want.insert(*id, text_hash(t));
@@ -89,10 +90,10 @@ impl WorkingMemory {
             index,
             tick: 1,
             seq: 0,
-            last: HashMap::new(),
+            last: Default::default(),
             links,
-            clean: HashMap::new(),
-            deleted: HashSet::new(),
+            clean: Default::default(),
+            deleted: Default::default(),
         };
         let resident: Vec<MemoryId> = engine.graph().notes().map(|n| n.id).collect();
         for id in &resident {
@@ -176,7 +177,7 @@ fn read_vectors(
     store: &Store,
     model: &str,
     dim: usize,
-    want: &HashMap<MemoryId, [u8; 32]>,
+    want: &IdMap<[u8; 32]>,
     index: &mut LongTermIndex,
 ) -> Result<usize> {
     let mut reused = 0;

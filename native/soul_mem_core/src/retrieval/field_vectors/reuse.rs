@@ -1,0 +1,270 @@
+//! Rebuilding a graph's vectors after the graph changed ([`VectorPlan`]): notes whose texts
+//! did not change keep their rows and only new and changed notes reach the embedder. When the
+//! old vectors can be given up and the graph only lost notes and gained new ones at its end —
+//! what working memory does on every activation and release — the kept rows are compacted in
+//! place instead of copied into fresh buffers (copying ~1,000 notes' rows into new
+//! allocations, twice per recall, was a fifth of a working-memory recall at 100k notes).
+
+use super::{signature_of, NodeVectors, ROW_KINDS_LEN};
+use crate::error::{Error, Result};
+use crate::graph::MemoryGraph;
+use crate::model::{IdMap, MemoryId};
+use crate::retrieval::field_texts::{node_texts, FieldKind};
+use crate::retrieval::text_embedder::{embed_distinct, EmbedKind, TextEmbedder};
+
+/// One note of the new graph: the old node whose rows it keeps, or its `(field, text, index
+/// of the text's vector)` items.
+enum Step {
+    Keep(usize),
+    Embed(Vec<(FieldKind, String, usize)>),
+}
+
+/// The vectors of a changed graph, embedded but not yet assembled: the fallible part (the
+/// embedder) is done, so a caller gives the old vectors up only once nothing can fail.
+pub struct VectorPlan {
+    dim: usize,
+    // The old vectors this plan refers to: their length (checked when assembling).
+    prev_len: Option<usize>,
+    steps: Vec<Step>,
+    ids: Vec<MemoryId>,
+    revisions: Vec<u64>,
+    vectors: Vec<Vec<f32>>,
+}
+
+impl VectorPlan {
+    /// Plans the vectors of `graph` against `prev` (vectors of the same embedder; ignored when
+    /// of another dimension) and embeds what it cannot reuse: a note whose content revision is
+    /// the one its old rows were made from keeps them without its texts being read; otherwise
+    /// an equal text fingerprint still keeps them. Identical texts are embedded once.
+    ///
+    /// Complexity: O(text of the new and changed notes) plus one embedder call over their
+    /// distinct texts; O(nodes) hash lookups.
+    pub fn new(
+        graph: &MemoryGraph,
+        embedder: &dyn TextEmbedder,
+        prev: Option<&NodeVectors>,
+    ) -> Result<Self> {
+        let dim = embedder.dim();
+        let prev = prev.filter(|p| p.dim == dim);
+        let prev_pos: IdMap<usize> = prev
+            .map(|p| p.ids.iter().enumerate().map(|(j, id)| (*id, j)).collect())
+            .unwrap_or_default();
+        let mut texts: Vec<Result<usize, Vec<(FieldKind, String)>>> =
+            Vec::with_capacity(graph.len());
+        let mut revisions = Vec::with_capacity(graph.len());
+        for note in graph.notes() {
+            let j = prev_pos.get(&note.id).copied();
+            let rev = graph.content_revision(&note.id).unwrap_or(0);
+            revisions.push(rev);
+            if let (Some(j), Some(p)) = (j, prev) {
+                if rev != 0 && p.revisions[j] == rev {
+                    texts.push(Ok(j));
+                    continue;
+                }
+            }
+            let items = node_texts(note);
+            let sig = signature_of(items.iter().map(|(k, t)| (*k, t.as_str())));
+            match (j, prev) {
+                (Some(j), Some(p)) if p.signatures[j] == sig => texts.push(Ok(j)),
+                _ => texts.push(Err(items)),
+            }
+        }
+        let wanted = texts
+            .iter()
+            .filter_map(|p| p.as_ref().err())
+            .flat_map(|items| items.iter().map(|(_, t)| t.as_str()));
+        let (distinct, vectors) = embed_distinct(embedder, wanted, EmbedKind::Passage)?;
+        let mut steps = Vec::with_capacity(texts.len());
+        for t in &texts {
+            steps.push(match t {
+                Ok(j) => Step::Keep(*j),
+                Err(items) => Step::Embed(
+                    items
+                        .iter()
+                        .map(|(k, text)| {
+                            let v = distinct.get(text.as_str()).copied().ok_or_else(|| {
+                                Error::invalid_argument("embedder", "a text was not embedded")
+                            })?;
+                            Ok((*k, text.clone(), v))
+                        })
+                        .collect::<Result<_>>()?,
+                ),
+            });
+        }
+        Ok(VectorPlan {
+            dim,
+            prev_len: prev.map(NodeVectors::len),
+            steps,
+            ids: graph.notes().map(|n| n.id).collect(),
+            revisions,
+            vectors,
+        })
+    }
+
+    /// True when assembling from owned old vectors compacts them in place: every kept note
+    /// keeps its old order and all new or changed notes come after the kept ones.
+    /// Complexity: O(nodes).
+    pub fn in_place(&self) -> bool {
+        let mut last = None;
+        let mut embedding = false;
+        for s in &self.steps {
+            match s {
+                Step::Keep(j) if !embedding && last.is_none_or(|l| *j > l) => last = Some(*j),
+                Step::Keep(_) => return false,
+                Step::Embed(_) => embedding = true,
+            }
+        }
+        true
+    }
+
+    /// The new vectors, the kept rows copied from `prev` (the vectors the plan was made
+    /// against). Errors when `prev` is not those vectors.
+    /// Complexity: O(rows × dim).
+    pub fn assemble(self, prev: Option<&NodeVectors>) -> Result<NodeVectors> {
+        self.check_prev(prev)?;
+        let mut out = NodeVectors::new(self.dim)?;
+        self.append(&mut out, prev)?;
+        Ok(out)
+    }
+
+    /// [`Self::assemble`] giving up `prev`: compacted in place when [`Self::in_place`] (no
+    /// new buffers; the rows kept move down over the dropped ones), copied otherwise.
+    /// Complexity: O(rows × dim) moved at most.
+    pub fn assemble_owned(self, prev: Option<NodeVectors>) -> Result<NodeVectors> {
+        self.check_prev(prev.as_ref())?;
+        match prev {
+            Some(mut p) if self.in_place() => {
+                let keep: Vec<usize> = self
+                    .steps
+                    .iter()
+                    .filter_map(|s| match s {
+                        Step::Keep(j) => Some(*j),
+                        Step::Embed(_) => None,
+                    })
+                    .collect();
+                p.compact(&keep);
+                let kept = keep.len();
+                let rest = VectorPlan {
+                    steps: self.steps.into_iter().skip(kept).collect(),
+                    ids: self.ids.into_iter().skip(kept).collect(),
+                    revisions: self.revisions.into_iter().skip(kept).collect(),
+                    ..self
+                };
+                rest.append(&mut p, None)?;
+                Ok(p)
+            }
+            p => self.assemble(p.as_ref()),
+        }
+    }
+
+    fn check_prev(&self, prev: Option<&NodeVectors>) -> Result<()> {
+        let len = prev.filter(|p| p.dim == self.dim).map(NodeVectors::len);
+        if self.prev_len.is_some() && len != self.prev_len {
+            return Err(Error::invalid_argument(
+                "prev",
+                "not the vectors the plan was made against",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Appends the plan's nodes to `out`, kept ones copied from `prev`.
+    fn append(&self, out: &mut NodeVectors, prev: Option<&NodeVectors>) -> Result<()> {
+        for ((step, id), rev) in self.steps.iter().zip(&self.ids).zip(&self.revisions) {
+            match step {
+                Step::Keep(j) => {
+                    let p = prev.ok_or_else(|| {
+                        Error::invalid_argument("prev", "a copy needs the previous vectors")
+                    })?;
+                    out.push_node_from(p, *j)
+                }
+                Step::Embed(items) => {
+                    let rows: Vec<(FieldKind, &str, &[f32])> = items
+                        .iter()
+                        .map(|(k, t, v)| (*k, t.as_str(), self.vectors[*v].as_slice()))
+                        .collect();
+                    out.push_node(*id, &rows)?;
+                }
+            }
+            if let Some(r) = out.revisions.last_mut() {
+                *r = *rev;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl NodeVectors {
+    /// Keeps only nodes `keep` (strictly ascending old positions), in that order: their rows
+    /// move down over the dropped ones in the same buffers; the tag vocabulary is rebuilt in
+    /// first-use order, as a fresh build makes it. Complexity: O(kept rows × dim + tags).
+    fn compact(&mut self, keep: &[usize]) {
+        let dim = self.dim;
+        let old_starts = std::mem::take(&mut self.starts);
+        let span =
+            |j: usize, ri: usize| (old_starts[j][ri] as usize, old_starts[j + 1][ri] as usize);
+        for (ri, f) in self.fields.iter_mut().enumerate() {
+            f.nodes.clear();
+            f.ends.clear();
+            let mut w = 0usize;
+            for (k, &j) in keep.iter().enumerate() {
+                let (a, b) = span(j, ri);
+                if a != w {
+                    f.data.copy_within(a * dim..b * dim, w * dim);
+                    f.q8.copy_within(a * dim..b * dim, w * dim);
+                    f.scales.copy_within(a..b, w);
+                }
+                w += b - a;
+                if b > a {
+                    f.nodes.push(k as u32);
+                    f.ends.push(w as u32);
+                }
+            }
+            f.data.truncate(w * dim);
+            f.q8.truncate(w * dim);
+            f.scales.truncate(w);
+        }
+        let mut cursor = [0u32; ROW_KINDS_LEN];
+        self.starts.reserve(keep.len() + 1);
+        self.starts.push(cursor);
+        for &j in keep {
+            for (ri, c) in cursor.iter_mut().enumerate() {
+                let (a, b) = span(j, ri);
+                *c += (b - a) as u32;
+            }
+            self.starts.push(cursor);
+        }
+        for (k, &j) in keep.iter().enumerate() {
+            self.ids[k] = self.ids[j];
+            self.signatures[k] = self.signatures[j];
+            self.revisions[k] = self.revisions[j];
+        }
+        self.ids.truncate(keep.len());
+        self.signatures.truncate(keep.len());
+        self.revisions.truncate(keep.len());
+
+        let mut vocab = std::mem::take(&mut self.tag_vocab);
+        let matrix = std::mem::take(&mut self.tag_matrix);
+        let offsets = std::mem::take(&mut self.tag_offsets);
+        let ids = std::mem::take(&mut self.tag_ids);
+        self.tag_lookup.clear();
+        self.tag_offsets.push(0);
+        let mut remap = vec![u32::MAX; vocab.len()];
+        for &j in keep {
+            for &t in &ids[offsets[j] as usize..offsets[j + 1] as usize] {
+                let t = t as usize;
+                if remap[t] == u32::MAX {
+                    remap[t] = self.tag_vocab.len() as u32;
+                    let text = std::mem::take(&mut vocab[t]);
+                    self.tag_lookup.insert(text.clone(), remap[t]);
+                    self.tag_vocab.push(text);
+                    self.tag_matrix
+                        .extend_from_slice(&matrix[t * dim..(t + 1) * dim]);
+                }
+                // A node's old tag ids are distinct and the remap is one-to-one.
+                self.tag_ids.push(remap[t]);
+            }
+            self.tag_offsets.push(self.tag_ids.len() as u32);
+        }
+    }
+}
