@@ -20,10 +20,8 @@ cache =
 demo = Path.expand("../fixtures/characters/demo.json", __DIR__)
 questions = ~w(小白 麻辣烫 辫子 考试 雨天 猫 生日 图书馆 老街 秘密)
 
-pct = fn list, p ->
-  sorted = Enum.sort(list)
-  Enum.at(sorted, min(length(sorted) - 1, floor(p * length(sorted))))
-end
+Code.require_file("bench_support.exs", __DIR__)
+pct = &BenchSupport.percentile/2
 
 # Every question is new text (as a chat message is): its query embedding is computed, not
 # found in the cache.

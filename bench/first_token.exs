@@ -52,10 +52,8 @@ env = [
 sent = :ets.tab2list(:first_token) |> Enum.map(&elem(&1, 1))
 delays = Enum.zip_with(received, sent, fn r, s -> (r - s) / 1000 end)
 
-pct = fn list, p ->
-  sorted = Enum.sort(list)
-  Enum.at(sorted, min(length(sorted) - 1, floor(p * length(sorted))))
-end
+Code.require_file("bench_support.exs", __DIR__)
+pct = &BenchSupport.percentile/2
 
 IO.puts("turns: #{length(delays)}")
 

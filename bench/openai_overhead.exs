@@ -28,10 +28,8 @@ url = ~c"http://127.0.0.1:#{SoulMemWeb.Endpoint.port()}/v1/chat/completions"
 auth = [{~c"authorization", String.to_charlist("Bearer " <> token)}]
 questions = ~w(小白 麻辣烫 辫子 考试 雨天 猫 生日 图书馆 老街 秘密)
 
-pct = fn list, p ->
-  sorted = Enum.sort(list)
-  Enum.at(sorted, min(length(sorted) - 1, floor(p * length(sorted))))
-end
+Code.require_file("bench_support.exs", __DIR__)
+pct = &BenchSupport.percentile/2
 
 time = fn fun ->
   t0 = System.monotonic_time(:microsecond)

@@ -17,10 +17,8 @@ id = "boundary-bench-#{System.unique_integer([:positive])}"
 {:ok, memory} = SoulMem.Character.memory(id)
 questions = ~w(小白 麻辣烫 辫子 考试 雨天 猫 生日 图书馆 老街 秘密)
 
-pct = fn list, p ->
-  sorted = Enum.sort(list)
-  Enum.at(sorted, min(length(sorted) - 1, floor(p * length(sorted))))
-end
+Code.require_file("bench_support.exs", __DIR__)
+pct = &BenchSupport.percentile/2
 
 %{hits: h0, misses: m0} = SoulMem.Memory.decay_cache(memory)
 

@@ -21,7 +21,7 @@
 use soul_mem_core::engine::{EmbedderChoice, Engine};
 use soul_mem_core::graph::MemoryGraph;
 use soul_mem_core::model::*;
-use soul_mem_core::retrieval::{HashEmbedder, PipelineConfig, SubQuery};
+use soul_mem_core::retrieval::{HashEmbedder, PipelineConfig, QueryTexts, SubQuery};
 use soul_mem_core::rng::SplitMix64;
 use soul_mem_core::store::Store;
 use soul_mem_core::working::{WorkingConfig, WorkingMemory};
@@ -42,12 +42,15 @@ struct Args {
     k_hops: usize,
     rerun: bool,
     reuse: bool,
+    // Sub-queries as the service makes them from a chat message (the text plus its keywords:
+    // several query vectors per recall) instead of one situation query per text.
+    text_queries: bool,
     dir: PathBuf,
     json: Option<String>,
 }
 
 fn usage() -> &'static str {
-    "usage: soul_tune bench working [--nodes 100000] [--working 1000] [--queries 200] [--k-hops 2] [--no-rerun] [--reuse] [--dir DIR] [--json OUT|-]"
+    "usage: soul_tune bench working [--nodes 100000] [--working 1000] [--queries 200] [--k-hops 2] [--no-rerun] [--text-queries] [--reuse] [--dir DIR] [--json OUT|-]"
 }
 
 fn parse(args: &[String]) -> std::result::Result<Args, String> {
@@ -58,6 +61,7 @@ fn parse(args: &[String]) -> std::result::Result<Args, String> {
         k_hops: 2,
         rerun: true,
         reuse: false,
+        text_queries: false,
         dir: std::env::temp_dir().join("soul_tune_working"),
         json: None,
     };
@@ -71,6 +75,7 @@ fn parse(args: &[String]) -> std::result::Result<Args, String> {
             "--queries" => a.queries = num(value()?)?,
             "--k-hops" => a.k_hops = num(value()?)?,
             "--no-rerun" => a.rerun = false,
+            "--text-queries" => a.text_queries = true,
             "--reuse" => a.reuse = true,
             "--dir" => a.dir = PathBuf::from(value()?),
             "--json" => a.json = Some(value()?),
@@ -246,6 +251,22 @@ fn remove_store(path: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// How many query vectors a recall of `queries` embeds (its distinct texts, as
+/// `WorkingMemory::recall` collects them).
+fn distinct_texts(queries: &[SubQuery]) -> usize {
+    let mut texts: Vec<String> = queries
+        .iter()
+        .map(QueryTexts::of)
+        .collect::<Vec<_>>()
+        .iter()
+        .flat_map(|t| t.texts())
+        .map(str::to_owned)
+        .collect();
+    texts.sort_unstable();
+    texts.dedup();
+    texts.len()
 }
 
 fn query_for(text: &str) -> Result<SubQuery> {
@@ -445,8 +466,14 @@ fn measure(a: &Args) -> Result<serde_json::Value> {
     // Digest of every recall's result and activation (ids in order): equal digests across
     // builds mean identical recall lists and identical working-memory traffic.
     let mut digest = std::hash::DefaultHasher::new();
+    let mut vectors = 0usize;
     for text in &texts[1..] {
-        let q = [query_for(text)?];
+        let q = if a.text_queries {
+            soul_mem_core::text::text_queries(text, soul_mem_core::text::DEFAULT_KEYWORDS)
+        } else {
+            vec![query_for(text)?]
+        };
+        vectors += distinct_texts(&q);
         let t = Instant::now();
         let (result, rep) = wm.recall(&mut engine, &mut store, &q, &pcfg, None)?;
         total.push(ms(t));
@@ -484,7 +511,8 @@ fn measure(a: &Args) -> Result<serde_json::Value> {
         a.queries
     );
     println!(
-        "  per query: {:.0} notes loaded, {:.0} released ({:.1} persisted), rerun after expansion {:.0} %, working size p50 {ws50:.0}; {found}/{} recalls returned memories; digest {digest}",
+        "  per query: {:.1} query vectors, {:.0} notes loaded, {:.0} released ({:.1} persisted), rerun after expansion {:.0} %, working size p50 {ws50:.0}; {found}/{} recalls returned memories; digest {digest}",
+        vectors as f64 / n,
         loaded as f64 / n,
         released as f64 / n,
         persisted as f64 / n,

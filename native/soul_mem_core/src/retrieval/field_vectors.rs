@@ -42,54 +42,86 @@ impl QVec {
         QVec { f: v, q16, scale }
     }
 
-    /// Calls `f(i, score)` for every int8 row `i` of `rows` (row-major, `scales.len()` rows
-    /// of this query's length): `score` is the row's scaled dot product with this query,
-    /// exactly as [`NodeVectors::max_dot_q8`] computes it. The AVX2 kernel is chosen once.
-    /// Complexity: O(rows × dim).
-    pub(crate) fn for_each_dot_q8(
-        &self,
+    /// Calls `f(i, p, score)` for every int8 row `i` of `rows` (row-major, `scales.len()`
+    /// rows of the queries' length) and query `p` of `queries`: `score` is the row's scaled
+    /// dot product with that query, exactly as [`NodeVectors::max_dot_q8`] computes it. Each
+    /// row is read from memory once and compared with every query while in cache (the scan
+    /// is bound by memory bandwidth: `p` queries cost about one scan, not `p`). The AVX2
+    /// kernel is chosen once.
+    /// Complexity: O(rows × queries × dim).
+    pub(crate) fn for_each_dot_q8_many(
+        queries: &[QVec],
         rows: &[i8],
         scales: &[f32],
-        mut f: impl FnMut(usize, f32),
+        mut f: impl FnMut(usize, usize, f32),
     ) {
-        let dim = self.f.len();
-        if dim == 0 {
+        let Some(dim) = queries.first().map(|q| q.f.len()) else {
+            return;
+        };
+        if dim == 0 || queries.iter().any(|q| q.f.len() != dim) {
             return;
         }
         #[cfg(target_arch = "x86_64")]
         {
-            if dim <= MAX_I16_DIM && self.q16.len() == dim && std::is_x86_feature_detected!("avx2")
+            if dim <= MAX_I16_DIM
+                && queries.iter().all(|q| q.q16.len() == dim)
+                && std::is_x86_feature_detected!("avx2")
             {
-                // SAFETY: AVX2 checked just above; rows have this query's length ≤ MAX_I16_DIM.
-                unsafe { for_each_dot_i16_avx2(self, rows, scales, f) };
+                // SAFETY: AVX2 checked just above; rows have the queries' length ≤ MAX_I16_DIM.
+                unsafe { for_each_dot_i16_avx2(queries, rows, scales, f) };
                 return;
             }
         }
         for (i, (r, s)) in rows.chunks_exact(dim).zip(scales).enumerate() {
-            f(i, dot_q8(self, r) * s);
+            for (p, q) in queries.iter().enumerate() {
+                f(i, p, dot_q8(q, r) * s);
+            }
         }
     }
 }
 
-/// [`QVec::for_each_dot_q8`] with the i16 × i8 kernel inlined.
+/// [`QVec::for_each_dot_q8_many`] with the i16 × i8 kernel inlined, prefetching
+/// [`PREFETCH_ROWS`] rows ahead.
 ///
 /// # Safety
-/// The CPU must support AVX2; `q.q16` must have the query's length ≤ [`MAX_I16_DIM`].
+/// The CPU must support AVX2; every query's `q16` must have the rows' length ≤ [`MAX_I16_DIM`].
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn for_each_dot_i16_avx2(
-    q: &QVec,
+    queries: &[QVec],
     rows: &[i8],
     scales: &[f32],
-    mut f: impl FnMut(usize, f32),
+    mut f: impl FnMut(usize, usize, f32),
 ) {
-    for (i, (r, s)) in rows.chunks_exact(q.q16.len()).zip(scales).enumerate() {
-        // SAFETY: AVX2 is enabled for this function; equal lengths ≤ MAX_I16_DIM.
-        f(
-            i,
-            (unsafe { dot_i16_i8_avx2(&q.q16, r) }) as f32 * q.scale * s,
-        );
+    let Some(dim) = queries.first().map(|q| q.q16.len()) else {
+        return;
+    };
+    for (i, (r, s)) in rows.chunks_exact(dim).zip(scales).enumerate() {
+        prefetch(rows.as_ptr().wrapping_add((i + PREFETCH_ROWS) * dim), dim);
+        for (p, q) in queries.iter().enumerate() {
+            // SAFETY: AVX2 is enabled for this function; equal lengths ≤ MAX_I16_DIM.
+            f(
+                i,
+                p,
+                (unsafe { dot_i16_i8_avx2(&q.q16, r) }) as f32 * q.scale * s,
+            );
+        }
     }
+}
+
+/// Asks the CPU to bring the `len` bytes at `at` into cache (no-op off x86_64). A prefetch
+/// never faults, whatever the address: past the end of a buffer it is a hint that goes unused.
+#[inline(always)]
+fn prefetch(at: *const i8, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    for k in (0..len).step_by(64) {
+        // SAFETY: a prefetch never faults; SSE is baseline on x86_64.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch(at.wrapping_add(k), std::arch::x86_64::_MM_HINT_T0)
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (at, len);
 }
 
 /// Appends the int8 copy of `v` (scale `max|x|/127`, round to nearest) to `out` and returns
@@ -251,21 +283,10 @@ impl FieldMatrix {
                 else {
                     break;
                 };
-                #[cfg(target_arch = "x86_64")]
-                #[cfg(target_arch = "x86_64")]
-                {
-                    let ahead = self.q8.as_ptr().wrapping_add((r + PREFETCH_ROWS) * dim);
-                    for k in (0..dim).step_by(64) {
-                        // SAFETY: a prefetch never faults, whatever the address (past the
-                        // end it is a hint that goes unused); SSE is baseline on x86_64.
-                        unsafe {
-                            std::arch::x86_64::_mm_prefetch(
-                                ahead.wrapping_add(k),
-                                std::arch::x86_64::_MM_HINT_T0,
-                            )
-                        };
-                    }
-                }
+                prefetch(
+                    self.q8.as_ptr().wrapping_add((r + PREFETCH_ROWS) * dim),
+                    dim,
+                );
                 for p in probes {
                     let d = kernel(p.q, row, scale);
                     if let Some(o) = out.get_mut(base + p.slot) {

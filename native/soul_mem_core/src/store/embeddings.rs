@@ -76,19 +76,21 @@ impl Store {
         Ok(scored)
     }
 
-    /// The cosine similarity of `query` to the stored vectors under `model` of the notes
-    /// `ids` (archived or not; notes without a vector of the query's length are absent),
-    /// computed as [`Store::nearest`] does, in one statement: the exact re-ranking of
-    /// candidates found on a quantised copy. Complexity: O(|ids| · (log rows + dim)).
+    /// The cosine similarity of each of `queries` to the stored vectors under `model` of the
+    /// notes `ids` (archived or not; notes without a vector of a query's length are absent
+    /// from its list), computed as [`Store::nearest`] does, reading the vectors in one
+    /// statement: the exact re-ranking of candidates found on a quantised copy. One list per
+    /// query, in order. Complexity: O(|ids| · (log rows + dim · queries)).
     pub fn cosines_of(
         &self,
         model: &str,
-        query: &[f32],
+        queries: &[&[f32]],
         ids: &[MemoryId],
-    ) -> Result<Vec<(MemoryId, f32)>> {
-        let qn = norm(query);
-        if qn == 0.0 || ids.is_empty() {
-            return Ok(Vec::new());
+    ) -> Result<Vec<Vec<(MemoryId, f32)>>> {
+        let mut out: Vec<Vec<(MemoryId, f32)>> = vec![Vec::new(); queries.len()];
+        let norms: Vec<f32> = queries.iter().map(|q| norm(q)).collect();
+        if ids.is_empty() || norms.iter().all(|&n| n == 0.0) {
+            return Ok(out);
         }
         let mut st = self
             .conn
@@ -96,10 +98,18 @@ impl Store {
                 "SELECT note_id, vec FROM embeddings WHERE model=?2 AND note_id IN {ID_LIST}"
             ))
             .map_err(|e| db_err(&self.path, e))?;
-        let rows = st
+        let mut rows = st
             .query(params![id_list(ids)?, model])
             .map_err(|e| db_err(&self.path, e))?;
-        self.cosines(rows, query, qn)
+        while let Some((id, v)) = self.next_vector(&mut rows)? {
+            let vn = norm(&v);
+            for ((list, query), &qn) in out.iter_mut().zip(queries).zip(&norms) {
+                if let Some(c) = cosine(&v, vn, query, qn) {
+                    list.push((id, c));
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Cosines of `query` (norm `qn`) to the `(note_id, vec)` rows.
@@ -110,20 +120,25 @@ impl Store {
         qn: f32,
     ) -> Result<Vec<(MemoryId, f32)>> {
         let mut scored: Vec<(MemoryId, f32)> = Vec::new();
-        while let Some(r) = rows.next().map_err(|e| db_err(&self.path, e))? {
-            let id: String = r.get(0).map_err(|e| db_err(&self.path, e))?;
-            let v: Vec<u8> = r.get(1).map_err(|e| db_err(&self.path, e))?;
-            let v = decode_vec(&self.path, &v)?;
-            if v.len() != query.len() {
-                continue;
-            }
-            let dot: f32 = v.iter().zip(query).map(|(a, b)| a * b).sum();
-            let vn = norm(&v);
-            if vn > 0.0 {
-                scored.push((MemoryId(parse_id(&self.path, &id)?), dot / (vn * qn)));
+        while let Some((id, v)) = self.next_vector(&mut rows)? {
+            if let Some(c) = cosine(&v, norm(&v), query, qn) {
+                scored.push((id, c));
             }
         }
         Ok(scored)
+    }
+
+    /// The next `(note_id, vec)` row, decoded.
+    fn next_vector(&self, rows: &mut rusqlite::Rows<'_>) -> Result<Option<(MemoryId, Vec<f32>)>> {
+        let Some(r) = rows.next().map_err(|e| db_err(&self.path, e))? else {
+            return Ok(None);
+        };
+        let id: String = r.get(0).map_err(|e| db_err(&self.path, e))?;
+        let v: Vec<u8> = r.get(1).map_err(|e| db_err(&self.path, e))?;
+        Ok(Some((
+            MemoryId(parse_id(&self.path, &id)?),
+            decode_vec(&self.path, &v)?,
+        )))
     }
 
     /// [`Store::put_embedding`] for many notes under one `model`, in ONE transaction:
@@ -156,4 +171,14 @@ impl Store {
             Ok(())
         })
     }
+}
+
+/// The cosine of `v` (norm `vn`) and `query` (norm `qn`); `None` when their lengths differ or
+/// either is zero.
+fn cosine(v: &[f32], vn: f32, query: &[f32], qn: f32) -> Option<f32> {
+    if v.len() != query.len() || vn <= 0.0 || qn == 0.0 {
+        return None;
+    }
+    let dot: f32 = v.iter().zip(query).map(|(a, b)| a * b).sum();
+    Some(dot / (vn * qn))
 }

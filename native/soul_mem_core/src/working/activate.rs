@@ -20,16 +20,17 @@ impl WorkingMemory {
     /// long-term index per vector (cosine, at least `min_score`), merged by best score, best
     /// first. Zero vectors give nothing; a vector of the wrong dimension is an error.
     ///
-    /// The int8 index proposes [`RERANK_OVERSAMPLE`]× as many candidates, which are scored
-    /// again exactly on the stored f32 vectors (one statement), so the seeds are those of an
-    /// exact f32 scan ([`Store::nearest`]) unless a true seed ranks below the candidates on
-    /// the int8 copy (cosine error ~1e-3).
+    /// The int8 index proposes [`RERANK_OVERSAMPLE`]× as many candidates per vector, in one
+    /// pass over its rows for all vectors; they are scored again exactly on the stored f32
+    /// vectors (one statement for all), so the seeds are those of an exact f32 scan
+    /// ([`Store::nearest`]) unless a true seed ranks below the candidates on the int8 copy
+    /// (cosine error ~1e-3).
     ///
-    /// Complexity: O(q · n · d) for q vectors over n rows of dimension d, plus q indexed reads
-    /// of the candidates' vectors.
+    /// Complexity: O(q · n · d) compute for q vectors over n rows of dimension d, one pass of
+    /// memory traffic, plus indexed reads of the candidates' vectors.
     pub fn seeds(&self, store: &Store, query_vectors: &[Vec<f32>]) -> Result<Vec<(MemoryId, f32)>> {
-        let mut best: IdMap<f32> = Default::default();
         let k = self.cfg.seeds_per_query;
+        let mut usable: Vec<(&[f32], Vec<f32>)> = Vec::with_capacity(query_vectors.len());
         for q in query_vectors {
             if q.len() != self.index.dim {
                 return Err(Error::invalid_argument(
@@ -38,18 +39,22 @@ impl WorkingMemory {
                 ));
             }
             let norm = q.iter().map(|x| x * x).sum::<f32>().sqrt();
-            if !(norm.is_finite() && norm > 0.0) {
-                continue;
+            if norm.is_finite() && norm > 0.0 {
+                usable.push((q, q.iter().map(|x| x / norm).collect()));
             }
-            let qn: Vec<f32> = q.iter().map(|x| x / norm).collect();
-            // The int8 score may sit ~1e-3 below the exact one: widen the floor by that.
-            let floor = self.cfg.min_score.map(|m| m - 0.01);
-            let approx = self.index.top_k(&qn, k * RERANK_OVERSAMPLE, floor);
-            let ids: Vec<MemoryId> = approx.iter().map(|(id, _)| *id).collect();
-            let exact: IdMap<f32> = store
-                .cosines_of(&self.model, q, &ids)?
-                .into_iter()
-                .collect();
+        }
+        // The int8 score may sit ~1e-3 below the exact one: widen the floor by that.
+        let floor = self.cfg.min_score.map(|m| m - 0.01);
+        let normalised: Vec<&[f32]> = usable.iter().map(|(_, n)| n.as_slice()).collect();
+        let candidates = self.index.top_k(&normalised, k * RERANK_OVERSAMPLE, floor);
+        let mut ids: Vec<MemoryId> = candidates.iter().flatten().map(|(id, _)| *id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let raw: Vec<&[f32]> = usable.iter().map(|(q, _)| *q).collect();
+        let exact = store.cosines_of(&self.model, &raw, &ids)?;
+        let mut best: IdMap<f32> = Default::default();
+        for (approx, exact) in candidates.into_iter().zip(exact) {
+            let exact: IdMap<f32> = exact.into_iter().collect();
             let mut scored: Vec<(MemoryId, f32)> = approx
                 .into_iter()
                 .map(|(id, s)| (id, exact.get(&id).copied().unwrap_or(s)))

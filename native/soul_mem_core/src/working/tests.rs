@@ -13,16 +13,53 @@ fn index_top_k_and_swap_remove() -> Result<()> {
     ix.upsert(mid(2), [2; 32], &[0.7, 0.7])?;
     ix.upsert(mid(3), [3; 32], &[0.0, 2.0])?;
     let q = [1.0 / 2f32.sqrt(), 1.0 / 2f32.sqrt()];
-    let top = ix.top_k(&q, 2, None);
+    let top = ix.top_k(&[&q], 2, None).remove(0);
     assert_eq!(top.len(), 2);
     assert_eq!(top[0].0, mid(2));
     assert!(ix.remove(&mid(1)));
     assert_eq!(ix.len(), 2);
-    assert_eq!(ix.top_k(&[0.0, 1.0], 1, None)[0].0, mid(3));
+    assert_eq!(ix.top_k(&[&[0.0, 1.0]], 1, None)[0][0].0, mid(3));
     assert_eq!(ix.hash_of(&mid(3)), Some(&[3; 32]));
     assert!(ix.upsert(mid(4), [0; 32], &[1.0]).is_err());
     ix.upsert(mid(2), [9; 32], &[0.0, 0.0])?;
     assert_eq!(ix.len(), 1, "a zero vector removes the row");
+    Ok(())
+}
+
+/// Several queries in one pass give each exactly its own top k (scores to the bit), a query
+/// of another dimension nothing, and the floor applies to each.
+#[test]
+fn index_top_k_of_several_queries_equals_one_at_a_time() -> Result<()> {
+    let mut rng = crate::rng::SplitMix64::new(11);
+    let dim = 48;
+    let mut ix = LongTermIndex::new(dim);
+    let mut random = || -> Vec<f32> { (0..dim).map(|_| rng.next_f64() as f32 - 0.5).collect() };
+    for i in 0..500 {
+        ix.upsert(mid(i), [0; 32], &random())?;
+    }
+    let queries: Vec<Vec<f32>> = (0..4)
+        .map(|_| {
+            let v = random();
+            let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            v.iter().map(|x| x / n).collect()
+        })
+        .collect();
+    let short = vec![1.0f32; dim - 1];
+    let mut refs: Vec<&[f32]> = queries.iter().map(Vec::as_slice).collect();
+    refs.insert(2, &short);
+    for floor in [None, Some(0.1)] {
+        let together = ix.top_k(&refs, 7, floor);
+        assert_eq!(together.len(), refs.len());
+        assert!(
+            together[2].is_empty(),
+            "a query of another dimension finds nothing"
+        );
+        for (p, q) in refs.iter().enumerate() {
+            assert_eq!(together[p], ix.top_k(&[q], 7, floor)[0], "query {p}");
+            assert!(floor.is_none_or(|f| together[p].iter().all(|(_, s)| *s >= f)));
+        }
+        assert_eq!(together[0].len(), 7);
+    }
     Ok(())
 }
 
