@@ -21,7 +21,7 @@
 use soul_mem_core::engine::{EmbedderChoice, Engine};
 use soul_mem_core::graph::MemoryGraph;
 use soul_mem_core::model::*;
-use soul_mem_core::retrieval::{HashEmbedder, PipelineConfig, QueryTexts, SubQuery};
+use soul_mem_core::retrieval::{distinct_query_texts, HashEmbedder, PipelineConfig, SubQuery};
 use soul_mem_core::rng::SplitMix64;
 use soul_mem_core::store::Store;
 use soul_mem_core::working::{WorkingConfig, WorkingMemory};
@@ -253,22 +253,6 @@ fn remove_store(path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// How many query vectors a recall of `queries` embeds (its distinct texts, as
-/// `WorkingMemory::recall` collects them).
-fn distinct_texts(queries: &[SubQuery]) -> usize {
-    let mut texts: Vec<String> = queries
-        .iter()
-        .map(QueryTexts::of)
-        .collect::<Vec<_>>()
-        .iter()
-        .flat_map(|t| t.texts())
-        .map(str::to_owned)
-        .collect();
-    texts.sort_unstable();
-    texts.dedup();
-    texts.len()
-}
-
 fn query_for(text: &str) -> Result<SubQuery> {
     serde_json::from_value(serde_json::json!({
         "priority": 1,
@@ -473,7 +457,7 @@ fn measure(a: &Args) -> Result<serde_json::Value> {
         } else {
             vec![query_for(text)?]
         };
-        vectors += distinct_texts(&q);
+        vectors += distinct_query_texts(&q).len();
         let t = Instant::now();
         let (result, rep) = wm.recall(&mut engine, &mut store, &q, &pcfg, None)?;
         total.push(ms(t));

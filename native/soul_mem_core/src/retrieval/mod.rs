@@ -60,7 +60,8 @@ pub use ppr::{
     edge_weight, forward_push, naive_ppr, Csr, EdgeWeightParams, PprParams, PprWorkspace,
 };
 pub use query::{
-    embed_queries, embed_query, EmbeddedQuery, QueryTexts, QueryVariant, QueryVectors, SubQuery,
+    distinct_query_texts, embed_queries, embed_query, EmbeddedQuery, QueryTexts, QueryVariant,
+    QueryVectors, SubQuery,
 };
 pub use similarity::similarity;
 pub use text_embedder::{embed_distinct, EmbedKind, TextEmbedder};

@@ -220,6 +220,20 @@ impl QueryTexts {
     }
 }
 
+/// The distinct texts of a recall's sub-queries, in order of first appearance (what
+/// activation embeds once each). Complexity: O(texts²) (a recall has a handful).
+pub fn distinct_query_texts(qs: &[SubQuery]) -> Vec<String> {
+    let mut texts: Vec<String> = Vec::new();
+    for q in qs {
+        for t in QueryTexts::of(q).texts() {
+            if !texts.iter().any(|x| x == t) {
+                texts.push(t.to_owned());
+            }
+        }
+    }
+    texts
+}
+
 /// Query vectors of one sub-query: one vector per [`QueryTexts`] item, same order.
 pub type QueryVectors = Vec<Vec<f32>>;
 

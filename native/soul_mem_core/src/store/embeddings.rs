@@ -70,7 +70,9 @@ impl Store {
             )
             .map_err(|e| db_err(&self.path, e))?;
         let rows = st.query([model]).map_err(|e| db_err(&self.path, e))?;
-        let mut scored = self.cosines(rows, query, qn)?;
+        let mut out = [Vec::new()];
+        self.cosines(rows, &[query], &[qn], &mut out)?;
+        let [mut scored] = out;
         scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         scored.truncate(top_k);
         Ok(scored)
@@ -98,47 +100,40 @@ impl Store {
                 "SELECT note_id, vec FROM embeddings WHERE model=?2 AND note_id IN {ID_LIST}"
             ))
             .map_err(|e| db_err(&self.path, e))?;
-        let mut rows = st
+        let rows = st
             .query(params![id_list(ids)?, model])
             .map_err(|e| db_err(&self.path, e))?;
-        while let Some((id, v)) = self.next_vector(&mut rows)? {
+        self.cosines(rows, queries, &norms, &mut out)?;
+        Ok(out)
+    }
+
+    /// Appends to `out[p]` the cosine of query `p` (norm `norms[p]`) to each `(note_id, vec)`
+    /// row of a vector of its length.
+    fn cosines(
+        &self,
+        mut rows: rusqlite::Rows<'_>,
+        queries: &[&[f32]],
+        norms: &[f32],
+        out: &mut [Vec<(MemoryId, f32)>],
+    ) -> Result<()> {
+        while let Some(r) = rows.next().map_err(|e| db_err(&self.path, e))? {
+            let id: String = r.get(0).map_err(|e| db_err(&self.path, e))?;
+            let v: Vec<u8> = r.get(1).map_err(|e| db_err(&self.path, e))?;
+            let v = decode_vec(&self.path, &v)?;
             let vn = norm(&v);
-            for ((list, query), &qn) in out.iter_mut().zip(queries).zip(&norms) {
+            // The id is parsed only for a row some query scores.
+            let mut parsed = None;
+            for ((list, query), &qn) in out.iter_mut().zip(queries).zip(norms) {
                 if let Some(c) = cosine(&v, vn, query, qn) {
+                    let id = match parsed {
+                        Some(id) => id,
+                        None => *parsed.insert(MemoryId(parse_id(&self.path, &id)?)),
+                    };
                     list.push((id, c));
                 }
             }
         }
-        Ok(out)
-    }
-
-    /// Cosines of `query` (norm `qn`) to the `(note_id, vec)` rows.
-    fn cosines(
-        &self,
-        mut rows: rusqlite::Rows<'_>,
-        query: &[f32],
-        qn: f32,
-    ) -> Result<Vec<(MemoryId, f32)>> {
-        let mut scored: Vec<(MemoryId, f32)> = Vec::new();
-        while let Some((id, v)) = self.next_vector(&mut rows)? {
-            if let Some(c) = cosine(&v, norm(&v), query, qn) {
-                scored.push((id, c));
-            }
-        }
-        Ok(scored)
-    }
-
-    /// The next `(note_id, vec)` row, decoded.
-    fn next_vector(&self, rows: &mut rusqlite::Rows<'_>) -> Result<Option<(MemoryId, Vec<f32>)>> {
-        let Some(r) = rows.next().map_err(|e| db_err(&self.path, e))? else {
-            return Ok(None);
-        };
-        let id: String = r.get(0).map_err(|e| db_err(&self.path, e))?;
-        let v: Vec<u8> = r.get(1).map_err(|e| db_err(&self.path, e))?;
-        Ok(Some((
-            MemoryId(parse_id(&self.path, &id)?),
-            decode_vec(&self.path, &v)?,
-        )))
+        Ok(())
     }
 
     /// [`Store::put_embedding`] for many notes under one `model`, in ONE transaction:

@@ -8,7 +8,9 @@ use crate::error::{Error, Result};
 use crate::graph::MemoryGraph;
 use crate::model::IdMap;
 use crate::model::MemoryId;
-use crate::retrieval::{PipelineConfig, PipelineResult, QueryTexts, ShortContext, SubQuery};
+use crate::retrieval::{
+    distinct_query_texts, PipelineConfig, PipelineResult, ShortContext, SubQuery,
+};
 use crate::store::{Activation, Store};
 use std::collections::BTreeSet;
 
@@ -183,7 +185,7 @@ impl WorkingMemory {
     }
 
     /// One recall in activation mode: activates for the texts of `queries` (every
-    /// [`QueryTexts`] item, embedded query side), runs [`Engine::recall`] on the working
+    /// [`crate::retrieval::QueryTexts`] item, embedded query side), runs [`Engine::recall`] on the working
     /// graph, and when the result contains boundary notes (and `expand_boundary`), expands them
     /// one hop and — with [`WorkingConfig::rerun`] — recalls once more in the same call
     /// (`report.rerun`); otherwise the expansion serves the next recall. Recalled notes count
@@ -199,14 +201,7 @@ impl WorkingMemory {
         cfg: &PipelineConfig,
         short: Option<ShortContext>,
     ) -> Result<(PipelineResult, ActivationReport)> {
-        let mut texts: Vec<String> = Vec::new();
-        for q in queries {
-            for t in QueryTexts::of(q).texts() {
-                if !texts.iter().any(|x| x == t) {
-                    texts.push(t.to_owned());
-                }
-            }
-        }
+        let texts = distinct_query_texts(queries);
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         let vectors = self.embed_queries(&refs)?;
         let mut report = self.activate_unfinished(engine, store, &vectors)?;

@@ -123,7 +123,7 @@ impl VectorPlan {
     pub fn assemble(self, prev: Option<&NodeVectors>) -> Result<NodeVectors> {
         self.check_prev(prev)?;
         let mut out = NodeVectors::new(self.dim)?;
-        self.append(&mut out, prev)?;
+        self.append(0, &mut out, prev)?;
         Ok(out)
     }
 
@@ -143,14 +143,7 @@ impl VectorPlan {
                     })
                     .collect();
                 p.compact(&keep);
-                let kept = keep.len();
-                let rest = VectorPlan {
-                    steps: self.steps.into_iter().skip(kept).collect(),
-                    ids: self.ids.into_iter().skip(kept).collect(),
-                    revisions: self.revisions.into_iter().skip(kept).collect(),
-                    ..self
-                };
-                rest.append(&mut p, None)?;
+                self.append(keep.len(), &mut p, None)?;
                 Ok(p)
             }
             p => self.assemble(p.as_ref()),
@@ -168,9 +161,10 @@ impl VectorPlan {
         Ok(())
     }
 
-    /// Appends the plan's nodes to `out`, kept ones copied from `prev`.
-    fn append(&self, out: &mut NodeVectors, prev: Option<&NodeVectors>) -> Result<()> {
-        for ((step, id), rev) in self.steps.iter().zip(&self.ids).zip(&self.revisions) {
+    /// Appends the plan's nodes from the `from`-th on to `out`, kept ones copied from `prev`.
+    fn append(&self, from: usize, out: &mut NodeVectors, prev: Option<&NodeVectors>) -> Result<()> {
+        let nodes = self.steps.iter().zip(&self.ids).zip(&self.revisions);
+        for ((step, id), rev) in nodes.skip(from) {
             match step {
                 Step::Keep(j) => {
                     let p = prev.ok_or_else(|| {
