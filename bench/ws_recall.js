@@ -46,10 +46,10 @@
 // Usage (server already running; see bench/ws_recall.sh to start one):
 //   node bench/ws_recall.js [--n 300] [--warmup 20] [--port 4000] [--host 127.0.0.1]
 //        [--token dev-token] [--character demo] [--gap-ms 25] [--timeout-ms 30000]
-//        [--cycle] [--salt TEXT] [--json]
+//        [--first-timeout-ms 180000] [--cycle] [--salt TEXT] [--json]
 // Environment equivalents: SOUL_BENCH_N, SOUL_BENCH_WARMUP, SOUL_BENCH_PORT (or PORT),
 // SOUL_BENCH_HOST, SOUL_BENCH_TOKEN (or SOUL_MEM_DEMO_TOKEN), SOUL_BENCH_CHARACTER,
-// SOUL_BENCH_GAP_MS, SOUL_BENCH_TIMEOUT_MS, SOUL_BENCH_CYCLE=1, SOUL_BENCH_SALT,
+// SOUL_BENCH_GAP_MS, SOUL_BENCH_TIMEOUT_MS, SOUL_BENCH_FIRST_TIMEOUT_MS, SOUL_BENCH_CYCLE=1, SOUL_BENCH_SALT,
 // SOUL_BENCH_JSON=1. argv wins over the environment.
 // Output: p50/p95/p99/max (ms) of the measured requests, their count, the
 // embedding value, load averages at start and end; with --json one JSON line last.
@@ -85,7 +85,7 @@ function die(message) {
 }
 
 const args = parseArgs(process.argv.slice(2));
-const known = ["n", "warmup", "port", "host", "token", "character", "gap-ms", "timeout-ms", "cycle", "salt", "json"];
+const known = ["n", "warmup", "port", "host", "token", "character", "gap-ms", "timeout-ms", "first-timeout-ms", "cycle", "salt", "json"];
 for (const k of Object.keys(args)) if (!known.includes(k)) die(`unknown option --${k} (known: ${known.join(", ")})`);
 
 function opt(name, envNames, dflt) {
@@ -111,12 +111,14 @@ const cfg = {
   character: opt("character", ["SOUL_BENCH_CHARACTER"], "demo"),
   gapMs: int("gap-ms", opt("gap-ms", ["SOUL_BENCH_GAP_MS"], "25"), 0),
   timeoutMs: int("timeout-ms", opt("timeout-ms", ["SOUL_BENCH_TIMEOUT_MS"], "30000"), 1),
+  firstTimeoutMs: int("first-timeout-ms", opt("first-timeout-ms", ["SOUL_BENCH_FIRST_TIMEOUT_MS"], "180000"), 1),
   cycle: truthy(opt("cycle", ["SOUL_BENCH_CYCLE"], "0")),
   salt: opt("salt", ["SOUL_BENCH_SALT"], ""),
   json: truthy(opt("json", ["SOUL_BENCH_JSON"], "0"))
 };
-// The join and the first recall may wait for the character to load and embed its graph.
-const FIRST_TIMEOUT_MS = Math.max(cfg.timeoutMs, 180000);
+// The join and the first recall may wait for the character to load and embed its graph
+// (a larger character than the demo needs more: --first-timeout-ms).
+const FIRST_TIMEOUT_MS = Math.max(cfg.timeoutMs, cfg.firstTimeoutMs);
 
 // About 小红's life (fixtures/characters/demo.json): people, places, episodes, habits.
 const QUESTIONS = [

@@ -51,6 +51,17 @@ default_data_dir =
     do: Path.join(env_string.("XDG_DATA_HOME", Path.expand("~/.local/share")), "soulmem"),
     else: Path.expand("../data/#{config_env()}", __DIR__)
 
+# SOUL_MEM_DEMO_GRAPH: the graph a new demo character is seeded from instead of
+# the shipped one (e.g. a larger character for bench/cost_growth.sh).
+if demo_graph = env_string.("SOUL_MEM_DEMO_GRAPH", nil) do
+  demo_graph = Path.expand(demo_graph)
+
+  unless File.regular?(demo_graph),
+    do: raise(ArgumentError, "SOUL_MEM_DEMO_GRAPH must name a graph file, got: #{demo_graph}")
+
+  config :soul_mem, seeds: %{"demo" => demo_graph}
+end
+
 config :soul_mem,
   data_dir: Path.expand(env_string.("SOUL_MEM_DATA_DIR", default_data_dir)),
   port: env_integer.("PORT", 4000, 0, 65_535),

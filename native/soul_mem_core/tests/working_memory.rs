@@ -464,6 +464,120 @@ fn seeds_from_the_long_term_index_match_store_nearest() {
     }
 }
 
+/// Above `ann_from` the index is an HNSW graph: its seeds equal the scan's on this corpus, it
+/// is saved beside the store and reused by the next open (stale rows repaired: a changed text,
+/// a deleted note, a new note), a damaged save is rebuilt, and a checkpoint saves again once
+/// enough changed.
+#[test]
+fn a_large_character_gets_a_saved_hnsw_index() {
+    use soul_mem_core::working::IndexKind;
+    let mut s = chain_store("hnsw", 300);
+    let graph_cfg = WorkingConfig {
+        seeds_per_query: 7,
+        ann_from: Some(100),
+        ..WorkingConfig::default()
+    };
+    let open_report = |s: &mut Store, cfg: &WorkingConfig| {
+        let mut engine = Engine::new(MemoryGraph::new(C));
+        let (wm, r) = WorkingMemory::open(&mut engine, s, hash(), cfg.clone(), &|_, _| {}).unwrap();
+        (engine, wm, r)
+    };
+    let (_, scan, r) = open_report(
+        &mut s,
+        &WorkingConfig {
+            seeds_per_query: 7,
+            ..WorkingConfig::default()
+        },
+    );
+    assert_eq!((r.kind, r.from_saved, r.saved), (IndexKind::Scan, 0, false));
+    let (_, wm, r) = open_report(&mut s, &graph_cfg);
+    assert_eq!(
+        (r.kind, r.vectors, r.from_saved, r.saved),
+        (IndexKind::Hnsw, 301, 0, true)
+    );
+    assert_eq!(wm.index_kind(), IndexKind::Hnsw);
+    let embedder = HashEmbedder::new(DIM).unwrap();
+    let seeds = |wm: &WorkingMemory, s: &Store, text: &str| {
+        let q = embedder.embed(&[text], soul_mem_core::retrieval::EmbedKind::Query);
+        let ids: Vec<MemoryId> = wm
+            .seeds(s, &q.unwrap())
+            .unwrap()
+            .into_iter()
+            .map(|p| p.0)
+            .collect();
+        ids
+    };
+    for text in [
+        "苹果",
+        "海洋钢琴",
+        "雪山 017",
+        "月亮书店 033",
+        "灯塔",
+        "全新的文字",
+    ] {
+        assert_eq!(seeds(&wm, &s, text), seeds(&scan, &s, text), "{text}");
+    }
+    drop(wm);
+
+    // Reopen: every row from the saved graph.
+    let (_, _, r) = open_report(&mut s, &graph_cfg);
+    assert_eq!(
+        (r.vectors, r.from_saved, r.reused, r.embedded, r.saved),
+        (301, 301, 301, 0, false)
+    );
+
+    // Changes made while it was closed are repaired from the store. One changed text is
+    // below 1 % of the rows: the saved graph is kept as it was.
+    s.put_note(&sem("n3", "全新的文字")).unwrap();
+    let (_, wm, r) = open_report(&mut s, &graph_cfg);
+    assert_eq!(
+        (r.vectors, r.from_saved, r.embedded, r.saved),
+        (301, 300, 1, false)
+    );
+    assert_eq!(seeds(&wm, &s, "全新的文字")[0], id("n3"));
+    drop(wm);
+    // Then a deletion and a new note: n3's vector now comes from the table, and with four
+    // rows changed the graph is saved again.
+    s.delete_note(&id("n4")).unwrap();
+    s.put_note(&sem("extra", "灯塔海洋 999")).unwrap();
+    let (_, wm, r) = open_report(&mut s, &graph_cfg);
+    assert_eq!(
+        (r.vectors, r.from_saved, r.reused, r.embedded, r.saved),
+        (301, 299, 300, 1, true)
+    );
+    assert_eq!(seeds(&wm, &s, "全新的文字")[0], id("n3"));
+    assert_eq!(seeds(&wm, &s, "灯塔海洋 999")[0], id("extra"));
+    assert!(!seeds(&wm, &s, &content(4)).contains(&id("n4")));
+    drop(wm);
+    let (_, _, r) = open_report(&mut s, &graph_cfg);
+    assert_eq!((r.from_saved, r.embedded), (301, 0));
+
+    // A damaged save is ignored and rebuilt.
+    let manifest = {
+        let mut p = s.path().as_os_str().to_owned();
+        p.push("-ann");
+        PathBuf::from(p)
+    };
+    std::fs::write(&manifest, b"SOULANN1 not really").unwrap();
+    let (mut engine, mut wm, r) = open_report(&mut s, &graph_cfg);
+    assert_eq!((r.kind, r.from_saved, r.saved), (IndexKind::Hnsw, 0, true));
+
+    // A checkpoint that changes enough rows saves the graph again.
+    let changed: Vec<MemoryNote> = (10..20)
+        .map(|i| sem(&format!("n{i}"), &format!("改写 {i}")))
+        .collect();
+    let extra: Vec<Change> = changed.into_iter().map(Change::PutNote).collect();
+    let cp = wm.checkpoint(&mut engine, &mut s, &extra).unwrap();
+    assert!(cp.index_saved, "{cp:?}");
+    drop(wm);
+    let (_, wm, r) = open_report(&mut s, &graph_cfg);
+    assert_eq!((r.from_saved, r.embedded), (301, 0));
+    assert_eq!(seeds(&wm, &s, "改写 15")[0], id("n15"));
+
+    soul_mem_core::working::remove_saved_index(s.path()).unwrap();
+    assert!(!manifest.exists());
+}
+
 #[test]
 fn bad_inputs_are_errors() {
     let mut s = chain_store("bad", 5);

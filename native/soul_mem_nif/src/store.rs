@@ -97,6 +97,16 @@ fn store_path(data_dir: String, character: String) -> String {
     Store::path_for(&data_dir, &character).display().to_string()
 }
 
+/// Removes the saved long-term index (HNSW graph) kept beside the store file at `path` by
+/// working memory for large characters (missing files are fine). `:ok` or `{:error, reason}`.
+#[rustler::nif(schedule = "DirtyIo")]
+fn store_remove_saved_index<'a>(env: Env<'a>, path: String) -> Term<'a> {
+    match soul_mem_core::working::remove_saved_index(std::path::Path::new(&path)) {
+        Ok(()) => rustler::Encoder::encode(&rustler::types::atom::ok(), env),
+        Err(e) => NifError::from(e).encode(env),
+    }
+}
+
 /// Closes the store and releases its lock; closing twice is fine.
 #[rustler::nif(schedule = "DirtyIo")]
 fn store_close<'a>(env: Env<'a>, handle: StoreHandle) -> Term<'a> {

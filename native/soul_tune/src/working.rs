@@ -45,12 +45,16 @@ struct Args {
     // Sub-queries as the service makes them from a chat message (the text plus its keywords:
     // several query vectors per recall) instead of one situation query per text.
     text_queries: bool,
+    // WorkingConfig::ann_from: the long-term index is an HNSW graph from this many notes on.
+    ann_from: Option<usize>,
+    // Queries checked against the exact scan (slow at 1M: each reads every stored vector).
+    check: usize,
     dir: PathBuf,
     json: Option<String>,
 }
 
 fn usage() -> &'static str {
-    "usage: soul_tune bench working [--nodes 100000] [--working 1000] [--queries 200] [--k-hops 2] [--no-rerun] [--text-queries] [--reuse] [--dir DIR] [--json OUT|-]"
+    "usage: soul_tune bench working [--nodes 100000] [--working 1000] [--queries 200] [--k-hops 2] [--no-rerun] [--text-queries] [--ann-from N|off] [--check 40] [--reuse] [--dir DIR] [--json OUT|-]"
 }
 
 fn parse(args: &[String]) -> std::result::Result<Args, String> {
@@ -62,6 +66,8 @@ fn parse(args: &[String]) -> std::result::Result<Args, String> {
         rerun: true,
         reuse: false,
         text_queries: false,
+        ann_from: WorkingConfig::default().ann_from,
+        check: 40,
         dir: std::env::temp_dir().join("soul_tune_working"),
         json: None,
     };
@@ -77,6 +83,13 @@ fn parse(args: &[String]) -> std::result::Result<Args, String> {
             "--no-rerun" => a.rerun = false,
             "--text-queries" => a.text_queries = true,
             "--reuse" => a.reuse = true,
+            "--check" => a.check = num(value()?)?,
+            "--ann-from" => {
+                a.ann_from = match value()?.as_str() {
+                    "off" => None,
+                    v => Some(num(v.to_owned())?),
+                }
+            }
             "--dir" => a.dir = PathBuf::from(value()?),
             "--json" => a.json = Some(value()?),
             other => return Err(format!("unknown option {other}")),
@@ -250,7 +263,7 @@ fn remove_store(path: &Path) -> Result<()> {
             Err(e) => return Err(Error::io(Path::new(&p), &e)),
         }
     }
-    Ok(())
+    soul_mem_core::working::remove_saved_index(path)
 }
 
 fn query_for(text: &str) -> Result<SubQuery> {
@@ -315,6 +328,7 @@ fn build(a: &Args) -> Result<serde_json::Value> {
         k_hops: a.k_hops,
         cap: a.working,
         rerun: a.rerun,
+        ann_from: a.ann_from,
         ..WorkingConfig::default()
     };
 
@@ -365,6 +379,7 @@ fn measure(a: &Args) -> Result<serde_json::Value> {
         k_hops: a.k_hops,
         cap: a.working,
         rerun: a.rerun,
+        ann_from: a.ann_from,
         ..WorkingConfig::default()
     };
     // Query texts: the primary texts of random notes (read before timing; warm page cache).
@@ -409,14 +424,18 @@ fn measure(a: &Args) -> Result<serde_json::Value> {
     let first_recall_ms = ms(t);
     let rss_after_cold = peak_rss_mib();
     println!(
-        "  cold start: store open {open_ms:.1} ms + long-term index {index_ms:.0} ms ({} vectors reused, {} embedded) + first activation {first_activation_ms:.1} ms ({} loaded) = {cold_start_ms:.0} ms; first recall after it {first_recall_ms:.1} ms",
-        index.reused, index.embedded, act.loaded.len()
+        "  cold start: store open {open_ms:.1} ms + long-term index {index_ms:.0} ms ({:?}: {} vectors reused, {} from the saved graph, {} embedded{}) + first activation {first_activation_ms:.1} ms ({} loaded) = {cold_start_ms:.0} ms; first recall after it {first_recall_ms:.1} ms",
+        index.kind, index.reused, index.from_saved, index.embedded,
+        if index.saved { ", graph saved" } else { "" },
+        act.loaded.len()
     );
 
-    // Seeds from the int8 long-term index against the exact f32 top-k (the store's
-    // brute-force scan over the stored vectors), on a sample of the queries.
-    let sample = texts.len().min(40);
-    let (mut agree, mut exact_total) = (0usize, 0usize);
+    // Seeds (the index's candidates re-scored on the stored f32 vectors) and the index's own
+    // top-10 against the exact f32 top-k (the store's brute-force scan over the stored
+    // vectors), on a sample of the queries.
+    let sample = texts.len().min(a.check);
+    const TOP: usize = 10;
+    let (mut agree, mut exact_total, mut own, mut own_total) = (0usize, 0usize, 0usize, 0usize);
     for text in &texts[..sample] {
         let q = wm.embed_queries(&[text.as_str()])?;
         let got: Vec<MemoryId> = wm
@@ -424,15 +443,29 @@ fn measure(a: &Args) -> Result<serde_json::Value> {
             .into_iter()
             .map(|(id, _)| id)
             .collect();
-        let exact = store.nearest(wm.model(), &q[0], cfg.seeds_per_query)?;
-        exact_total += exact.len();
-        agree += exact.iter().filter(|(id, _)| got.contains(id)).count();
+        let exact = store.nearest(wm.model(), &q[0], TOP.max(cfg.seeds_per_query))?;
+        let seeds_exact = &exact[..exact.len().min(cfg.seeds_per_query)];
+        exact_total += seeds_exact.len();
+        agree += seeds_exact
+            .iter()
+            .filter(|(id, _)| got.contains(id))
+            .count();
+        let top = wm.index_top_k(&q[0], TOP)?;
+        let top10 = &exact[..exact.len().min(TOP)];
+        own_total += top10.len();
+        own += top10
+            .iter()
+            .filter(|(id, _)| top.iter().any(|(t, _)| t == id))
+            .count();
     }
     let seed_agreement = agree as f64 / exact_total.max(1) as f64;
+    let index_recall_at_10 = own as f64 / own_total.max(1) as f64;
     println!(
-        "  int8 long-term index: {:.1} MB ({:.0} bytes per note); seeds = exact f32 top-{} for {:.1} % ({agree}/{exact_total}, {sample} queries)",
+        "  long-term index ({:?}): {:.1} MB ({:.0} bytes per note); its own top-10 = exact f32 top-10 for {:.1} % ({own}/{own_total}); seeds = exact f32 top-{} for {:.1} % ({agree}/{exact_total}, {sample} queries)",
+        index.kind,
         wm.index_bytes() as f64 / 1e6,
         wm.index_bytes() as f64 / wm.index_len().max(1) as f64,
+        100.0 * index_recall_at_10,
         cfg.seeds_per_query,
         100.0 * seed_agreement
     );
@@ -549,6 +582,10 @@ fn measure(a: &Args) -> Result<serde_json::Value> {
         "index_bytes": wm.index_bytes(),
         "links_bytes": wm.links_bytes(),
         "seed_agreement_with_f32": seed_agreement,
+        "index_kind": index.kind,
+        "index_from_saved": index.from_saved,
+        "index_saved": index.saved,
+        "index_recall_at_10": index_recall_at_10,
         "digest": digest,
         "checkpoint_ms": checkpoint_ms,
         "checkpoint_notes": ck.notes,

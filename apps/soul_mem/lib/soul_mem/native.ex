@@ -80,6 +80,7 @@ defmodule SoulMem.Native do
   # normal: no I/O
   def store_path(_data_dir, _character), do: :erlang.nif_error(:nif_not_loaded)
   def store_close(_store), do: :erlang.nif_error(:nif_not_loaded)
+  def store_remove_saved_index(_path), do: :erlang.nif_error(:nif_not_loaded)
   def store_peek(_path), do: :erlang.nif_error(:nif_not_loaded)
   # {:ok, {graph | nil, state_json}}
   def store_load(_store, _load_graph), do: :erlang.nif_error(:nif_not_loaded)

@@ -75,18 +75,34 @@ defmodule SoulMem.Store do
   @wal_files ["-wal", "-shm"]
 
   @doc """
-  Removes the closed store file at `path` with its WAL files (missing ones
-  are fine).
+  Removes the closed store file at `path` with its WAL files and the saved
+  long-term index working memory keeps beside a large character's store
+  (missing ones are fine).
   """
   @spec remove_file(Path.t()) :: :ok
   def remove_file(path) when is_binary(path) do
     for suffix <- ["" | @wal_files], do: File.rm(path <> suffix)
-    :ok
+    remove_saved_index(path)
+  end
+
+  @doc """
+  Removes the saved long-term index (HNSW graph) working memory keeps beside
+  the store file at `path` for a large character (missing files are fine). It
+  is a cache: the next activation-mode open rebuilds it.
+  """
+  @spec remove_saved_index(Path.t()) :: :ok | {:error, Error.t()}
+  def remove_saved_index(path) when is_binary(path) do
+    case Native.store_remove_saved_index(path) do
+      :ok -> :ok
+      error -> Error.from_native(error)
+    end
   end
 
   @doc """
   Renames the closed store file at `from` to `to`, its WAL files with it
-  (the directory of `to` is made): the result of renaming the database.
+  (the directory of `to` is made): the result of renaming the database. The
+  saved long-term index of `from` is removed (it names its files after the
+  store; working memory rebuilds it at the next open).
   """
   @spec rename_file(Path.t(), Path.t()) :: :ok | {:error, File.posix()}
   def rename_file(from, to) when is_binary(from) and is_binary(to) do
@@ -95,6 +111,8 @@ defmodule SoulMem.Store do
     for suffix <- @wal_files,
         File.exists?(from <> suffix),
         do: File.rename(from <> suffix, to <> suffix)
+
+    _ = remove_saved_index(from)
 
     File.rename(from, to)
   end
@@ -216,17 +234,25 @@ defmodule SoulMem.Store do
 
   Options (all optional): `:cap` (non-core notes kept, default 1000),
   `:k_hops` (default 2), `:seeds_per_query` (5), `:min_score`,
-  `:embedder` (`"model"` or `"hash"`; default the graph's embedder).
-  Returns the memory with `working` set and the index report.
+  `:embedder` (`"model"` or `"hash"`; default the graph's embedder),
+  `:ann_from` (from this many indexed notes on the long-term index is an
+  HNSW graph saved beside the store, default 200 000; `:never` keeps the
+  exact brute-force scan at any size). Returns the memory with `working`
+  set and the index report (`kind` is `"scan"` or `"hnsw"`).
   """
   @spec open_working(t(), Memory.t(), keyword()) ::
           {:ok, Memory.t(), map()} | {:error, Error.t()}
   def open_working(%__MODULE__{ref: ref}, %Memory{ref: graph} = memory, opts \\ []) do
     {progress, opts} = Keyword.pop(opts, :progress, self())
 
-    opts = Keyword.validate!(opts, [:cap, :k_hops, :seeds_per_query, :min_score, :embedder])
+    opts =
+      Keyword.validate!(opts, [:cap, :k_hops, :seeds_per_query, :min_score, :embedder, :ann_from])
 
-    cfg = for {k, v} <- opts, v != nil, into: %{}, do: {Atom.to_string(k), v}
+    cfg =
+      for {k, v} <- opts, v != nil, into: %{} do
+        # `nil` means "not given" here; the native side's "never" is null.
+        if k == :ann_from and v == :never, do: {"ann_from", nil}, else: {Atom.to_string(k), v}
+      end
 
     with {:ok, {working, report}} <-
            Error.from_native(Native.working_open(ref, graph, cfg, progress)) do

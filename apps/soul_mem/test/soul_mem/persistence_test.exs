@@ -208,6 +208,23 @@ defmodule SoulMem.PersistenceTest do
     assert {:ok, _} = Character.info(good)
   end
 
+  test "removing or renaming a store file takes its saved long-term index with it", context do
+    [a, b, c] = for _ <- 1..3, do: Store.path(context.tmp_dir, id())
+
+    saved = fn path -> [path <> "-ann", path <> "-ann.0123abcd", path <> "-ann.0123abcd.tmp"] end
+    for p <- [a, b, c] |> Enum.flat_map(saved), do: File.write!(p, "x")
+    File.write!(b, "")
+
+    assert :ok = Store.remove_file(a)
+    assert Enum.all?(saved.(a), &(not File.exists?(&1)))
+
+    assert :ok = Store.rename_file(b, b <> ".renamed")
+    assert Enum.all?(saved.(b), &(not File.exists?(&1)))
+    assert File.exists?(b <> ".renamed")
+
+    assert Enum.all?(saved.(c), &File.exists?/1), "another store's files stay"
+  end
+
   test "a store held by someone else is in use", context do
     id = id()
     {:ok, store} = Store.open(context.tmp_dir, id)
@@ -443,6 +460,26 @@ defmodule SoulMem.PersistenceTest do
     {:ok, memory} = Character.memory(id)
     assert SoulMem.Memory.stats(memory).nodes == 53
     assert texts(id) == ["还记得吗"]
+  end
+
+  test "activation mode with an HNSW long-term index saves it beside the store and reuses it",
+       context do
+    id = id()
+    start(context, id)
+    stop(id)
+    manifest = Store.path(context.tmp_dir, id) <> "-ann"
+
+    for round <- 1..2 do
+      start(context, id, working_memory: [cap: 8, k_hops: 1, ann_from: 1])
+      assert File.regular?(manifest), "round #{round}"
+      {:ok, result} = SoulMem.recall(id, %{text: "麻辣烫洒了"})
+      ids = Enum.map(result.memories, & &1.id)
+      assert Enum.any?(ids, &String.contains?(&1, "malatang")), inspect(ids)
+      stop(id)
+    end
+
+    assert :ok = Store.remove_file(Store.path(context.tmp_dir, id))
+    refute File.exists?(manifest)
   end
 
   test "write-back is incremental once the graph is synced with its store", context do

@@ -48,7 +48,9 @@ impl WorkingMemory {
         // The int8 score may sit ~1e-3 below the exact one: widen the floor by that.
         let floor = self.cfg.min_score.map(|m| m - 0.01);
         let normalised: Vec<&[f32]> = usable.iter().map(|(_, n)| n.as_slice()).collect();
-        let candidates = self.index.top_k(&normalised, k * RERANK_OVERSAMPLE, floor);
+        let candidates = self
+            .index
+            .top_k(&normalised, k * RERANK_OVERSAMPLE, floor)?;
         let mut ids: Vec<MemoryId> = candidates.iter().flatten().map(|(id, _)| *id).collect();
         ids.sort_unstable();
         ids.dedup();

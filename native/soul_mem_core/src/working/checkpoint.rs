@@ -17,8 +17,8 @@ impl WorkingMemory {
     /// outgoing links (pending ones included), in ONE transaction ([`Store::upsert_notes`]);
     /// stored notes that are not resident are never deleted — a note removed from the working
     /// graph (e.g. merged away) must be deleted or archived through `extra`. Notes deleted by
-    /// `extra` are not written back, nor are links to them. Before writing, notes whose
-    /// primary text is new or changed are embedded; their vectors are written right after
+    /// `extra` are not written back, nor are links to them. Before writing, notes (resident or
+    /// put by `extra`) whose primary text is new or changed are embedded; their vectors are written right after
     /// (a second transaction — a derived cache) and the long-term index is updated. Notes
     /// archived or deleted by `extra` leave the working graph and the index.
     ///
@@ -49,7 +49,19 @@ impl WorkingMemory {
                 n
             })
             .collect();
-        let updates = self.index_updates(&notes)?;
+        // Notes `extra` puts that are not resident (a resident note's own version is written
+        // after `extra` and wins) are indexed too: the index follows the store.
+        let put: Vec<MemoryNote> = extra
+            .iter()
+            .filter_map(|c| match c {
+                Change::PutNote(n) if graph.get(&n.id).is_none() && !deleted.contains(&n.id) => {
+                    Some(n.clone())
+                }
+                _ => None,
+            })
+            .collect();
+        let mut updates = self.index_updates(&notes)?;
+        updates.extend(self.index_updates(&put)?);
         let mut changes: Vec<Change> = engine
             .forget_states()
             .filter(|(id, _)| graph.get(id).is_some() && !deleted.contains(id))
@@ -64,9 +76,7 @@ impl WorkingMemory {
         if !updates.is_empty() {
             store.put_embeddings(&self.model, &updates)?;
         }
-        for (id, h, v) in &updates {
-            self.index.upsert(*id, *h, v)?;
-        }
+        self.index.upsert_rows(&updates)?;
         let report_notes = notes.len();
         for n in notes {
             self.clean.insert(n.id, canonical(n));
@@ -93,10 +103,12 @@ impl WorkingMemory {
         self.remove_resident(engine, &archived, true);
         self.remove_resident(engine, &removed, false);
         self.deleted = deleted;
+        let index_saved = self.save_index_if_due(store);
         Ok(CheckpointReport {
             notes: report_notes,
             embedded: updates.len(),
             dropped: gone.len(),
+            index_saved,
         })
     }
 
@@ -174,9 +186,7 @@ impl WorkingMemory {
         }
         if !updates.is_empty() {
             store.put_embeddings(&self.model, &updates)?;
-            for (id, h, v) in &updates {
-                self.index.upsert(*id, *h, v)?;
-            }
+            self.index.upsert_rows(&updates)?;
         }
         report.persisted += write.len();
         for id in &victims {

@@ -1,6 +1,7 @@
 //! The in-memory long-term vector index: one L2-normalised row per active stored note, kept
-//! as int8 (per-row scale) in one contiguous matrix and scanned brute-force; and the batched
-//! embedding of missing rows.
+//! as int8 (per-row scale) in one contiguous matrix and scanned brute-force, or — for
+//! characters above [`super::WorkingConfig::ann_from`] notes — in an HNSW graph (`ann.rs`,
+//! saved beside the store by `ann_file.rs`); and the batched embedding of missing rows.
 //!
 //! Int8 rows move a quarter of the bytes of f32 (38 MB instead of 150 MB at 100k × 384), and
 //! the scan is bound by memory bandwidth. The cosine error is about 1e-3, so two notes within
@@ -8,6 +9,8 @@
 //! candidates on the stored f32 vectors (`WorkingMemory::seeds`); `soul_tune bench working`
 //! measures the agreement with exact f32 seeds (see `bench/README.md`).
 
+use super::ann::AnnRows;
+use super::ann_file;
 use crate::embedding_cache::text_hash;
 use crate::engine::EmbedderChoice;
 use crate::error::{Error, Result};
@@ -15,6 +18,7 @@ use crate::model::IdMap;
 use crate::model::MemoryId;
 use crate::retrieval::field_vectors::{quantise_q8, QVec};
 use crate::retrieval::{EmbedKind, TextEmbedder};
+use serde::Serialize;
 
 /// (note, SHA-256 of its primary text, vector): one row of the `embeddings` table.
 pub(super) type VectorRow = (MemoryId, [u8; 32], Vec<f32>);
@@ -26,26 +30,77 @@ pub(super) fn as_dyn(e: &EmbedderChoice) -> &dyn TextEmbedder {
     }
 }
 
-/// The in-memory long-term index: one normalised row per note, int8, contiguous.
-#[derive(Debug, Clone)]
+/// The in-memory long-term index: one normalised row per note, with its note id and text hash
+/// in slot order; the rows themselves either scanned brute-force or in an HNSW graph.
+#[derive(Debug)]
 pub(super) struct LongTermIndex {
     pub(super) dim: usize,
     ids: Vec<MemoryId>,
     hashes: Vec<[u8; 32]>,
-    q8: Vec<i8>,
-    scales: Vec<f32>,
+    rows: Rows,
     pos: IdMap<usize>,
+    // Rows inserted, replaced or removed since the HNSW graph was last saved.
+    unsaved: usize,
+}
+
+#[derive(Debug)]
+enum Rows {
+    /// int8 rows (per-row scale), contiguous, scanned brute force: exact up to int8 rounding.
+    Scan { q8: Vec<i8>, scales: Vec<f32> },
+    /// An HNSW graph keyed by slot ([`AnnRows`]): approximate, O(log n) per query.
+    Graph(AnnRows),
+}
+
+/// Which kind of long-term index a character has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IndexKind {
+    /// Brute-force int8 scan.
+    Scan,
+    /// HNSW graph (approximate).
+    Hnsw,
 }
 
 impl LongTermIndex {
+    /// An empty brute-force index.
     pub(super) fn new(dim: usize) -> Self {
+        Self::with_rows(
+            dim,
+            Rows::Scan {
+                q8: Vec::new(),
+                scales: Vec::new(),
+            },
+        )
+    }
+
+    /// An empty HNSW index with room for `capacity` rows.
+    pub(super) fn new_graph(dim: usize, capacity: usize) -> Result<Self> {
+        Ok(Self::with_rows(
+            dim,
+            Rows::Graph(AnnRows::new(dim, capacity)?),
+        ))
+    }
+
+    /// The saved HNSW index `ann` whose slots hold `rows` (nothing unsaved).
+    pub(super) fn from_saved(dim: usize, ann: AnnRows, rows: Vec<(MemoryId, [u8; 32])>) -> Self {
+        let mut index = Self::with_rows(dim, Rows::Graph(ann));
+        index.pos.reserve(rows.len());
+        for (slot, (id, hash)) in rows.into_iter().enumerate() {
+            index.pos.insert(id, slot);
+            index.ids.push(id);
+            index.hashes.push(hash);
+        }
+        index
+    }
+
+    fn with_rows(dim: usize, rows: Rows) -> Self {
         LongTermIndex {
             dim,
             ids: Vec::new(),
             hashes: Vec::new(),
-            q8: Vec::new(),
-            scales: Vec::new(),
+            rows,
             pos: Default::default(),
+            unsaved: 0,
         }
     }
 
@@ -53,14 +108,28 @@ impl LongTermIndex {
         self.ids.len()
     }
 
+    pub(super) fn kind(&self) -> IndexKind {
+        match self.rows {
+            Rows::Scan { .. } => IndexKind::Scan,
+            Rows::Graph(_) => IndexKind::Hnsw,
+        }
+    }
+
     pub(super) fn hash_of(&self, id: &MemoryId) -> Option<&[u8; 32]> {
         self.pos.get(id).map(|&i| &self.hashes[i])
     }
 
-    /// Inserts or replaces the row of `id`. A zero or non-finite vector removes it (it could
-    /// never be a seed). Errors on a wrong dimension. Complexity: O(dim).
-    pub(super) fn upsert(&mut self, id: MemoryId, hash: [u8; 32], v: &[f32]) -> Result<()> {
-        if v.len() != self.dim {
+    /// (note, text hash) of every row, in slot order.
+    pub(super) fn slots(&self) -> impl Iterator<Item = (&MemoryId, &[u8; 32])> {
+        self.ids.iter().zip(&self.hashes)
+    }
+
+    /// Inserts or replaces the row of each (note, hash, vector). A zero or non-finite vector
+    /// removes the note's row (it could never be a seed). Errors on a wrong dimension, before
+    /// changing anything. Complexity: O(r·dim) for the scan; for the graph O(r · log n)
+    /// searches, on two threads.
+    pub(super) fn upsert_rows(&mut self, rows: &[VectorRow]) -> Result<()> {
+        if let Some((_, _, v)) = rows.iter().find(|(_, _, v)| v.len() != self.dim) {
             return Err(Error::invalid_argument(
                 "embedder",
                 format!(
@@ -70,95 +139,184 @@ impl LongTermIndex {
                 ),
             ));
         }
-        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-        if !(norm.is_finite() && norm > 0.0) {
-            self.remove(&id);
-            return Ok(());
+        let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        let usable = |n: f32| n.is_finite() && n > 0.0;
+        // Removals first: a swap-remove moves a slot, which must not happen to a slot queued
+        // for the graph below.
+        for (id, _, v) in rows {
+            if !usable(norm(v)) {
+                self.remove(id);
+            }
         }
-        let row: Vec<f32> = v.iter().map(|x| x / norm).collect();
-        match self.pos.get(&id) {
-            Some(&i) => {
-                let mut q = Vec::with_capacity(self.dim);
-                self.scales[i] = quantise_q8(&row, &mut q);
-                self.q8[i * self.dim..(i + 1) * self.dim].copy_from_slice(&q);
-                self.hashes[i] = hash;
+        let mut normalised: Vec<(usize, Vec<f32>)> = Vec::with_capacity(rows.len());
+        for (id, hash, v) in rows {
+            let n = norm(v);
+            if !usable(n) {
+                continue;
             }
-            None => {
-                self.pos.insert(id, self.ids.len());
-                self.ids.push(id);
-                self.hashes.push(hash);
-                let scale = quantise_q8(&row, &mut self.q8);
-                self.scales.push(scale);
+            let row: Vec<f32> = v.iter().map(|x| x / n).collect();
+            self.unsaved += 1;
+            let slot = match self.pos.get(id) {
+                Some(&i) => {
+                    self.hashes[i] = *hash;
+                    if let Rows::Graph(ann) = &self.rows {
+                        ann.remove(i)?;
+                    }
+                    i
+                }
+                None => {
+                    self.pos.insert(*id, self.ids.len());
+                    self.ids.push(*id);
+                    self.hashes.push(*hash);
+                    self.ids.len() - 1
+                }
+            };
+            match &mut self.rows {
+                Rows::Scan { q8, scales } => {
+                    if slot == scales.len() {
+                        scales.push(quantise_q8(&row, q8));
+                    } else {
+                        let mut q = Vec::with_capacity(self.dim);
+                        scales[slot] = quantise_q8(&row, &mut q);
+                        q8[slot * self.dim..(slot + 1) * self.dim].copy_from_slice(&q);
+                    }
+                }
+                Rows::Graph(_) => normalised.push((slot, row)),
             }
+        }
+        if let Rows::Graph(ann) = &self.rows {
+            let refs: Vec<(usize, &[f32])> =
+                normalised.iter().map(|(s, r)| (*s, r.as_slice())).collect();
+            ann.add_many(&refs)?;
         }
         Ok(())
     }
 
-    /// Removes the row of `id` (swap-remove). Complexity: O(dim).
+    /// Removes the row of `id` (swap-remove: the last row takes its slot). Complexity: O(dim).
     pub(super) fn remove(&mut self, id: &MemoryId) -> bool {
         let Some(i) = self.pos.remove(id) else {
             return false;
         };
+        self.unsaved += 1;
         let last = self.ids.len() - 1;
+        let d = self.dim;
+        match &mut self.rows {
+            Rows::Scan { q8, scales } => {
+                if i != last {
+                    q8.copy_within(last * d..(last + 1) * d, i * d);
+                    scales[i] = scales[last];
+                }
+                scales.pop();
+                q8.truncate(last * d);
+            }
+            Rows::Graph(ann) => {
+                // usearch refuses these only for a read-only (viewed) index or a key it does
+                // not hold, neither of which the slot bookkeeping allows. Were it to, a search
+                // could return a stale row for a slot: the seeds' exact re-scoring reads the
+                // note's real vector, so a recall would still not be wrong, only less sharp.
+                let removed = ann.remove(i);
+                debug_assert!(removed.is_ok(), "{removed:?}");
+                if i != last {
+                    let renamed = ann.rename(last, i);
+                    debug_assert!(renamed.is_ok(), "{renamed:?}");
+                }
+            }
+        }
         if i != last {
-            let (d, moved) = (self.dim, self.ids[last]);
-            self.q8.copy_within(last * d..(last + 1) * d, i * d);
-            self.scales[i] = self.scales[last];
+            let moved = self.ids[last];
             self.ids[i] = moved;
             self.hashes[i] = self.hashes[last];
             self.pos.insert(moved, i);
         }
         self.ids.pop();
         self.hashes.pop();
-        self.scales.pop();
-        self.q8.truncate(last * self.dim);
         true
     }
 
-    /// The `k` best rows for each normalised query of `queries`, best first (ties by id), by
-    /// the int8 dot product, in one pass over the rows ([`QVec::for_each_dot_q8_many`]: a
-    /// recall's several query vectors cost about one scan). Queries of another dimension get
-    /// nothing. Complexity: O(n·dim·q + n·q·log k) for q queries.
+    /// The `k` best rows for each normalised query of `queries`, best first (ties by id).
+    /// Scan: by the int8 dot product, in one pass over the rows
+    /// ([`QVec::for_each_dot_q8_many`]: a recall's several query vectors cost about one scan),
+    /// O(n·dim·q + n·q·log k). Graph: one HNSW search per query, O(q · log n). Queries of
+    /// another dimension get nothing.
     pub(super) fn top_k(
         &self,
         queries: &[&[f32]],
         k: usize,
         min: Option<f32>,
-    ) -> Vec<Vec<(MemoryId, f32)>> {
+    ) -> Result<Vec<Vec<(MemoryId, f32)>>> {
         let mut best: Vec<Vec<(f32, MemoryId)>> = vec![Vec::with_capacity(k + 1); queries.len()];
         let usable: Vec<usize> = (0..queries.len())
             .filter(|&p| queries[p].len() == self.dim)
             .collect();
-        if k > 0 && !usable.is_empty() {
-            let qs: Vec<QVec> = usable
-                .iter()
-                .map(|&p| QVec::new(queries[p].to_vec()))
-                .collect();
-            QVec::for_each_dot_q8_many(&qs, &self.q8, &self.scales, |i, u, s| {
-                if min.is_some_and(|m| s < m) || !s.is_finite() {
-                    return;
-                }
-                let list = &mut best[usable[u]];
-                if list.len() == k {
-                    let worst = list[k - 1];
-                    if s < worst.0 || (s == worst.0 && self.ids[i] > worst.1) {
+        let keep = |s: f32| min.is_none_or(|m| s >= m) && s.is_finite();
+        match &self.rows {
+            _ if k == 0 || usable.is_empty() => {}
+            Rows::Scan { q8, scales } => {
+                let qs: Vec<QVec> = usable
+                    .iter()
+                    .map(|&p| QVec::new(queries[p].to_vec()))
+                    .collect();
+                QVec::for_each_dot_q8_many(&qs, q8, scales, |i, u, s| {
+                    if !keep(s) {
                         return;
                     }
+                    let list = &mut best[usable[u]];
+                    if list.len() == k {
+                        let worst = list[k - 1];
+                        if s < worst.0 || (s == worst.0 && self.ids[i] > worst.1) {
+                            return;
+                        }
+                    }
+                    let id = self.ids[i];
+                    let at = list.partition_point(|(bs, bid)| *bs > s || (*bs == s && *bid < id));
+                    list.insert(at, (s, id));
+                    list.truncate(k);
+                });
+            }
+            Rows::Graph(ann) => {
+                for &p in &usable {
+                    let list = &mut best[p];
+                    for (slot, s) in ann.search(queries[p], k)? {
+                        if keep(s) {
+                            if let Some(id) = self.ids.get(slot) {
+                                list.push((s, *id));
+                            }
+                        }
+                    }
+                    list.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+                    list.truncate(k);
                 }
-                let id = self.ids[i];
-                let at = list.partition_point(|(bs, bid)| *bs > s || (*bs == s && *bid < id));
-                list.insert(at, (s, id));
-                list.truncate(k);
-            });
+            }
         }
-        best.into_iter()
+        Ok(best
+            .into_iter()
             .map(|l| l.into_iter().map(|(s, id)| (id, s)).collect())
-            .collect()
+            .collect())
     }
 
-    /// Bytes of vector data held. Complexity: O(1).
+    /// Bytes of vector data held (int8 rows and scales; for the graph, its own accounting of
+    /// rows and links). Complexity: O(1).
     pub(super) fn vector_bytes(&self) -> usize {
-        self.q8.len() + 4 * self.scales.len()
+        match &self.rows {
+            Rows::Scan { q8, scales } => q8.len() + 4 * scales.len(),
+            Rows::Graph(ann) => ann.bytes(),
+        }
+    }
+
+    /// True when the HNSW graph has changed in at least 1 % of its rows since it was saved (or
+    /// was never saved): below that, opening repairs the difference cheaply from the store.
+    pub(super) fn save_due(&self) -> bool {
+        matches!(self.rows, Rows::Graph(_)) && self.unsaved > 0 && self.unsaved * 100 >= self.len()
+    }
+
+    /// Saves the HNSW graph beside the store at `store` (nothing for a scan index).
+    pub(super) fn save(&mut self, store: &std::path::Path, model: &str) -> Result<()> {
+        if let Rows::Graph(ann) = &self.rows {
+            let rows: Vec<(MemoryId, [u8; 32])> = self.slots().map(|(id, h)| (*id, *h)).collect();
+            ann_file::save(store, model, ann, &rows)?;
+            self.unsaved = 0;
+        }
+        Ok(())
     }
 }
 

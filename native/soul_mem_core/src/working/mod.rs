@@ -44,15 +44,20 @@
 //!
 //! Limits: the brute-force scan costs O(n·d) per query vector — about 3 ms at 100k × 384
 //! here — and the matrix takes n·(d + 4) bytes (39 MB at 100k × 384); the adjacency about
-//! 180 bytes per note at 3 links per note (18 MB at 100k). Beyond a few hundred thousand
-//! notes an ANN index (HNSW over the same rows) would be the next step.
+//! 180 bytes per note at 3 links per note (18 MB at 100k). From [`WorkingConfig::ann_from`]
+//! notes on (default 200k) the index is an HNSW graph instead (`ann.rs`): O(log n) per query
+//! vector, approximate (its candidates are still re-scored exactly), saved beside the store
+//! (`ann_file.rs`) so that opening a large character does not rebuild it.
 //!
-//! Files: `index.rs` (the long-term vector index), `links.rs` (the stored adjacency),
+//! Files: `index.rs` (the long-term vector index), `ann.rs` and `ann_file.rs` (its HNSW form
+//! and the saved copy of it), `links.rs` (the stored adjacency),
 //! `stored.rs` (what working memory reads from the store directly), `open.rs` (building the
 //! index, the adjacency and the working graph), `activate.rs` (seeds, k-hop activation,
 //! boundary expansion, recall) and `checkpoint.rs` (partial write-back, cap and release).
 
 mod activate;
+mod ann;
+mod ann_file;
 mod checkpoint;
 mod index;
 mod links;
@@ -65,6 +70,8 @@ use crate::engine::EmbedderChoice;
 use crate::error::{Error, Result};
 use crate::model::{IdMap, IdSet};
 use crate::model::{MemoryId, MemoryNote, MemoryType, Situation};
+pub use ann_file::remove_files as remove_saved_index;
+pub use index::IndexKind;
 use index::LongTermIndex;
 use links::StoredLinks;
 use serde::{Deserialize, Serialize};
@@ -91,6 +98,12 @@ pub struct WorkingConfig {
     /// new notes (default true). False: the expanded notes serve the NEXT recall, saving one
     /// pipeline run (and one re-embedding of the working graph) per recall.
     pub rerun: bool,
+    /// From this many indexed notes on, the long-term index is an HNSW graph (approximate,
+    /// saved beside the store and reused by the next open) instead of the brute-force int8
+    /// scan; `null`: always the scan. Chosen at open. Default 200 000: below it the scan
+    /// costs a few milliseconds and is exact; above it, its reading grows past the rest of a
+    /// recall (`bench/README.md`).
+    pub ann_from: Option<usize>,
 }
 
 impl Default for WorkingConfig {
@@ -103,6 +116,7 @@ impl Default for WorkingConfig {
             embed_batch: 256,
             expand_boundary: true,
             rerun: true,
+            ann_from: Some(200_000),
         }
     }
 }
@@ -170,6 +184,12 @@ pub struct IndexReport {
     pub embedded: usize,
     /// Core notes put into the working graph.
     pub core_loaded: usize,
+    /// The kind of index: `scan` (brute force, exact) or `hnsw` (approximate).
+    pub kind: IndexKind,
+    /// Rows taken from the HNSW graph saved beside the store (0: none usable, or a scan).
+    pub from_saved: usize,
+    /// True when the HNSW graph was written beside the store by this open.
+    pub saved: bool,
 }
 
 /// One seed of an activation.
@@ -217,6 +237,9 @@ pub struct CheckpointReport {
     pub embedded: usize,
     /// Notes archived or deleted by `extra` and dropped from the working graph and index.
     pub dropped: usize,
+    /// True when the HNSW graph was saved beside the store (it had changed in 1 % of its rows
+    /// since the last save).
+    pub index_saved: bool,
 }
 
 /// The working-memory policy of one character over its [`Engine`] and [`Store`]. Holds the

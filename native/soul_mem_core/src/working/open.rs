@@ -1,6 +1,7 @@
 //! Opening working memory: the long-term index built from the store (missing vectors embedded
 //! and written back) and the engine's graph made a working graph.
 
+use super::ann_file;
 use super::index::*;
 use super::stored::*;
 use super::*;
@@ -39,7 +40,6 @@ impl WorkingMemory {
         let dim = as_dyn(&embedder).dim();
         let texts = stored_texts(store)?;
         let notes = texts.len();
-        let mut index = LongTermIndex::new(dim);
         let mut want: IdMap<[u8; 32]> =
             IdMap::with_capacity_and_hasher(texts.len(), Default::default());
         for (id, t) in &texts {
@@ -47,19 +47,25 @@ impl WorkingMemory {
                 want.insert(*id, text_hash(t));
             }
         }
+        let graph = cfg.ann_from.is_some_and(|from| want.len() >= from);
         // The stored links load on a second connection while this one streams the vectors:
         // at 100k notes both take a few hundred ms, and the machine has cores to spare.
         let reader = store.reader()?;
         let (links_path, tag) = (store.path().to_path_buf(), store.sync_tag());
-        let (links, reused) = std::thread::scope(|scope| -> Result<(StoredLinks, usize)> {
+        let (links, filled) = std::thread::scope(|scope| -> Result<(StoredLinks, Filled)> {
             let loading = scope.spawn(move || StoredLinks::load_from(&reader, &links_path, tag));
-            let reused = read_vectors(store, &model, dim, &want, &mut index);
+            let filled = fill_index(store, &model, dim, &want, graph);
             let links = loading.join().map_err(|_| Error::Io {
                 path: store.path().display().to_string(),
                 message: "the thread loading the stored links panicked".into(),
             })?;
-            Ok((links?, reused?))
+            Ok((links?, filled?))
         })?;
+        let Filled {
+            mut index,
+            reused,
+            from_saved,
+        } = filled;
         let missing: Vec<(MemoryId, &str)> = texts
             .iter()
             .filter_map(|(id, t)| {
@@ -74,14 +80,13 @@ impl WorkingMemory {
             let batch: Vec<&str> = chunk.iter().map(|(_, t)| *t).collect();
             let rows = embed_rows(&embedder, chunk.iter().map(|(id, _)| *id), &batch)?;
             store.put_embeddings(&model, &rows)?;
-            for (id, h, v) in &rows {
-                index.upsert(*id, *h, v)?;
-            }
+            index.upsert_rows(&rows)?;
             done += chunk.len();
             progress(done, total);
         }
         drop(texts);
 
+        let wm_kind = index.kind();
         let mut wm = WorkingMemory {
             cfg,
             embedder,
@@ -104,6 +109,7 @@ impl WorkingMemory {
         wm.merge(engine, store, &core, &mut report)?;
         wm.ensure_engine_embedder(engine)?;
         let vectors = wm.index.len();
+        let saved = wm.save_index_if_due(store);
         Ok((
             wm,
             IndexReport {
@@ -114,8 +120,18 @@ impl WorkingMemory {
                 reused,
                 embedded: total,
                 core_loaded: report.loaded.len(),
+                kind: wm_kind,
+                from_saved,
+                saved,
             },
         ))
+    }
+
+    /// Saves the HNSW graph beside the store when enough of it changed since the last save
+    /// ([`LongTermIndex::save_due`]); true when it was written. A failed save is not an error:
+    /// the files are a cache, and the next open rebuilds or repairs from the store.
+    pub(super) fn save_index_if_due(&mut self, store: &Store) -> bool {
+        self.index.save_due() && self.index.save(store.path(), &self.model).is_ok()
     }
 
     /// The configuration.
@@ -141,6 +157,23 @@ impl WorkingMemory {
     /// Bytes of vector data in the long-term index (int8 rows and their scales).
     pub fn index_bytes(&self) -> usize {
         self.index.vector_bytes()
+    }
+
+    /// The kind of long-term index (brute-force scan or HNSW graph).
+    pub fn index_kind(&self) -> IndexKind {
+        self.index.kind()
+    }
+
+    /// The long-term index's own `k` nearest notes to `query` (normalised here), best first,
+    /// with its approximate cosines: the candidates [`WorkingMemory::seeds`] re-scores. For
+    /// measuring the index against an exact search. Complexity: one index search.
+    pub fn index_top_k(&self, query: &[f32], k: usize) -> Result<Vec<(MemoryId, f32)>> {
+        let norm = query.iter().map(|x| x * x).sum::<f32>().sqrt();
+        if !(norm.is_finite() && norm > 0.0) {
+            return Ok(Vec::new());
+        }
+        let q: Vec<f32> = query.iter().map(|x| x / norm).collect();
+        Ok(self.index.top_k(&[&q], k, None)?.pop().unwrap_or_default())
     }
 
     /// Bytes of the in-memory adjacency of the stored graph (link lists and the id map,
@@ -171,6 +204,87 @@ impl WorkingMemory {
     }
 }
 
+/// The long-term index as [`fill_index`] made it.
+struct Filled {
+    index: LongTermIndex,
+    reused: usize,
+    from_saved: usize,
+}
+
+/// Rows read one by one rather than by a scan of the whole `embeddings` table below this
+/// share of the index (the scan reads every stored vector: ~1.5 GB at 1M notes).
+const LOOKUP_SHARE: usize = 20;
+
+/// Builds the long-term index of the `want`ed notes (id → text hash) from the store: a scan
+/// index from the `embeddings` table, or an HNSW graph (`graph`) — the saved one when it is
+/// usable, its stale rows removed and the lacking ones read from the table, else built anew.
+/// Notes whose current vector is not stored stay out (the caller embeds them).
+/// Complexity: O(rows read); building a graph O(n log n) on two threads.
+fn fill_index(
+    store: &Store,
+    model: &str,
+    dim: usize,
+    want: &IdMap<[u8; 32]>,
+    graph: bool,
+) -> Result<Filled> {
+    let saved = if graph {
+        ann_file::load(store.path(), model, dim)
+    } else {
+        None
+    };
+    let Some(saved) = saved else {
+        let mut index = if graph {
+            LongTermIndex::new_graph(dim, want.len())?
+        } else {
+            LongTermIndex::new(dim)
+        };
+        let reused = read_vectors(store, model, dim, want, &mut index)?;
+        return Ok(Filled {
+            index,
+            reused,
+            from_saved: 0,
+        });
+    };
+    let mut index = LongTermIndex::from_saved(dim, saved.ann, saved.rows);
+    let stale: Vec<MemoryId> = index
+        .slots()
+        .filter(|(id, h)| want.get(*id) != Some(*h))
+        .map(|(id, _)| *id)
+        .collect();
+    for id in &stale {
+        index.remove(id);
+    }
+    let from_saved = index.len();
+    let lacking: IdMap<[u8; 32]> = want
+        .iter()
+        .filter(|(id, _)| index.hash_of(id).is_none())
+        .map(|(id, h)| (*id, *h))
+        .collect();
+    let read = if lacking.len() * LOOKUP_SHARE < want.len() {
+        let mut rows = Vec::with_capacity(lacking.len());
+        for (id, h) in &lacking {
+            if let Some((hash, v)) = store.embedding(id, model)? {
+                if hash == *h && v.len() == dim {
+                    rows.push((*id, hash, v));
+                }
+            }
+        }
+        index.upsert_rows(&rows)?;
+        rows.len()
+    } else {
+        read_vectors(store, model, dim, &lacking, &mut index)?
+    };
+    Ok(Filled {
+        index,
+        reused: from_saved + read,
+        from_saved,
+    })
+}
+
+/// Rows inserted into the index at a time while streaming (the graph inserts each batch on
+/// two threads).
+const READ_BATCH: usize = 4096;
+
 /// Streams the stored vectors of `model` whose text hash is the wanted one into `index`;
 /// returns how many it took. Complexity: O(rows of the model) read.
 fn read_vectors(
@@ -187,7 +301,7 @@ fn read_vectors(
         .prepare("SELECT note_id, text_hash, vec FROM embeddings WHERE model=?1")
         .map_err(|e| db_err(p, e))?;
     let mut rows = st.query([&model]).map_err(|e| db_err(p, e))?;
-    let mut row_buf: Vec<f32> = Vec::with_capacity(dim);
+    let mut batch: Vec<VectorRow> = Vec::with_capacity(READ_BATCH);
     while let Some(r) = rows.next().map_err(|e| db_err(p, e))? {
         let id: String = r.get(0).map_err(|e| db_err(p, e))?;
         let Ok(uuid) = uuid::Uuid::parse_str(&id) else {
@@ -206,14 +320,17 @@ fn read_vectors(
         if bytes.len() != dim * 4 {
             continue;
         }
-        row_buf.clear();
-        row_buf.extend(
-            bytes
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
-        );
-        index.upsert(id, *expected, &row_buf)?;
+        let v = bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        batch.push((id, *expected, v));
         reused += 1;
+        if batch.len() == READ_BATCH {
+            index.upsert_rows(&batch)?;
+            batch.clear();
+        }
     }
+    index.upsert_rows(&batch)?;
     Ok(reused)
 }

@@ -247,6 +247,8 @@ defmodule SoulMem.Cluster.Moves do
          {:ok, sent} <- safely(fn -> copy(running?, path, id, to) end, running?) do
       :ets.insert(@table, {id, {:moved, to}})
       _ = File.rename(path, path <> ".moved")
+      # The saved long-term index belongs to the character's new node now.
+      _ = Store.remove_saved_index(path)
       {:ok, Map.put(sent, :ms, System.monotonic_time(:millisecond) - started)}
     else
       {:error, reason, running?} ->
