@@ -7,16 +7,18 @@
 #      the official `phoenix` client, the e5 model embedding every query): the demo character
 #      (53 notes), and larger ones seeded from bench/synth_graph.py (the demo's notes plus
 #      generated ones, SOUL_MEM_DEMO_GRAPH). Every note is embedded with e5 when the character
-#      first loads (~1-3 min per 10k notes), which the join waits for.
+#      first loads (~1-3 min per 10k notes); the measuring starts when that is done.
 #   2. In process, full mode (bench/recall_growth.exs, hash embedder): `SoulMem.recall` and the
 #      NIF recall alone — what grows besides the query embedding.
-#   3. Working memory (`soul_tune bench working`, hash embedder, synthetic): recall with
+#   3. The pipeline alone in full mode (`soul_tune bench retrieval`, synthetic graph and
+#      index with hash vectors, single thread): similarity, lexical, PPR, the DefaultPipeline.
+#   4. Working memory (`soul_tune bench working`, hash embedder, synthetic): recall with
 #      activation, the pipeline alone on the working graph, the long-term index's kind and its
 #      top-10 against the exact f32 scan, bytes per note, cold start, peak RSS.
-#   4. Reference rows (bench/reference_rows.py): python-igraph PPR and a numpy f32 scan.
+#   5. Reference rows (bench/reference_rows.py): python-igraph PPR and a numpy f32 scan.
 #
 # Usage: bash bench/cost_growth.sh [--ws 53,1000,10000] [--full 1000,10000]
-#          [--working 100000,1000000] [--reference 1000,10000,100000,1000000] [--check 10]
+#          [--pipeline 1000,10000,100000,1000000] [--working 100000,1000000] [--reference 1000,10000,100000,1000000] [--check 10]
 #          [--out FILE]
 # An empty list skips its part (e.g. --ws ""). --check: queries compared with the exact scan
 # per working size (each reads every stored vector: ~1 min at 1M). The 1M working character
@@ -29,6 +31,7 @@ cd "$ROOT"
 
 WS="53,1000,10000"
 FULL="1000,10000"
+PIPELINE="1000,10000,100000,1000000"
 WORKING="100000,1000000"
 REFERENCE="1000,10000,100000,1000000"
 CHECK=10
@@ -37,6 +40,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --ws) WS="$2"; shift 2 ;;
     --full) FULL="$2"; shift 2 ;;
+    --pipeline) PIPELINE="$2"; shift 2 ;;
     --working) WORKING="$2"; shift 2 ;;
     --reference) REFERENCE="$2"; shift 2 ;;
     --check) CHECK="$2"; shift 2 ;;
@@ -59,7 +63,7 @@ say ""
 if [ -n "$WS" ]; then
   say "### WebSocket recall, uncached text (e5), end to end"
   say ""
-  say "| notes | p50 ms | p95 ms | p99 ms | join (loads and embeds) ms |"
+  say "| notes | p50 ms | p95 ms | p99 ms | join + embedding the graph, s |"
   say "|---|---|---|---|---|"
   for n in $(sizes "$WS"); do
     graph=()
@@ -70,15 +74,18 @@ if [ -n "$WS" ]; then
     # A first recall waits for every note to be embedded: allow 1 s per 30 notes.
     first=$((180000 + n * 34))
     env "${graph[@]}" SOUL_BENCH_FIRST_TIMEOUT_MS="$first" \
-      bash bench/ws_recall.sh --n 200 --json >"$TMP/ws_$n.log" 2>&1 || {
+      bash bench/ws_recall.sh --n 200 --json >"$TMP/ws_$n.log" 2>"$TMP/ws_$n.err" || {
+      cat "$TMP/ws_$n.err" >&2
       cat "$TMP/ws_$n.log" >&2
       exit 1
     }
-    tail -1 "$TMP/ws_$n.log" | python3 -c '
+    python3 - "$n" "$TMP/ws_$n.log" <<'EOF' | tee -a "$REPORT"
 import json, sys
-r = json.load(sys.stdin); m = r["ms"]
-print(f"| {sys.argv[1]} | {m[\"p50\"]} | {m[\"p95\"]} | {m[\"p99\"]} | {r[\"join_ms\"]:.0f} |")' "$n" |
-      tee -a "$REPORT"
+r = json.loads([l for l in open(sys.argv[2]) if l.startswith("{")][-1])
+m = r["ms"]
+print(f"| {int(sys.argv[1]):,} | {m['p50']} | {m['p95']} | {m['p99']} "
+      f"| {(r['join_ms'] + r['ready_ms']) / 1000:.1f} |")
+EOF
   done
   say ""
 fi
@@ -91,8 +98,18 @@ if [ -n "$FULL" ]; then
   say ""
 fi
 
-if [ -n "$WORKING" ]; then
+if [ -n "$PIPELINE$WORKING" ]; then
   (cd native && cargo build --release -q -p soul_tune)
+fi
+
+if [ -n "$PIPELINE" ]; then
+  say "### The pipeline alone, full mode (soul_tune bench retrieval, hash vectors, one thread)"
+  say ""
+  native/target/release/soul_tune bench retrieval --sizes "$PIPELINE" 2>&1 | grep '^|' | tee -a "$REPORT"
+  say ""
+fi
+
+if [ -n "$WORKING" ]; then
   say "### Working memory (soul_tune bench working, hash embedder, 1k working notes)"
   say ""
   say "| notes | recall p50 / p99 ms | pipeline alone p50 / p99 ms | index | index top-10 = exact | bytes per note (index + links) | cold start ms | peak RSS MiB |"
