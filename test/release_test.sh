@@ -42,9 +42,21 @@ start() {
   fail "the release did not answer /health within 30 s"
 }
 
+# The token named by $1 printed in the log; the tokens are printed as the web application
+# starts, which may finish just after /health first answers: wait for the line (up to 10 s).
+printed() {
+  local t=""
+  for _ in $(seq 50); do
+    t=$(sed -n "s/.*$1.*: \([A-Za-z0-9_-]\{20,\}\)\$/\1/p" "$work/out.log")
+    [[ -n "$t" ]] && break
+    sleep 0.2
+  done
+  echo "$t"
+}
+
 # First start: a random demo token, printed once, stored only as a hash.
 start
-token=$(sed -n 's/.*demo character.s token.*: \([A-Za-z0-9_-]\{20,\}\)$/\1/p' "$work/out.log")
+token=$(printed 'demo character.s token')
 [[ -n "$token" ]] || fail "no demo token printed at first start"
 grep -q "$token" "$data/web_tokens.json" && fail "the token file holds the plain token"
 [[ $(stat -c %a "$data/web_tokens.json") == 600 ]] || fail "token file is not 0600"
@@ -59,7 +71,7 @@ status() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
 
 # The operator token is printed once too; it lists tokens and opens no character, and the
 # well-known dev operator token is refused.
-operator=$(sed -n 's/.*operator token.*: \([A-Za-z0-9_-]\{20,\}\)$/\1/p' "$work/out.log")
+operator=$(printed 'operator token')
 [[ -n "$operator" ]] || fail "no operator token printed at first start"
 [[ $(status -H "Authorization: Bearer $operator" "http://127.0.0.1:$port/api/operator/tokens") == 200 ]] ||
   fail "the printed operator token does not open the operator API"
