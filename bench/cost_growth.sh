@@ -69,7 +69,7 @@ if [ -n "$WS" ]; then
     graph=()
     if [ "$n" -gt 53 ]; then
       python3 bench/synth_graph.py --nodes "$n" --out "$TMP/graph_$n.json" >/dev/null
-      graph=(SOUL_MEM_DEMO_GRAPH="$TMP/graph_$n.json")
+      graph=(SOUL_MEM_DEMO_GRAPH="$TMP/graph_$n.json" SOUL_MEM_GRAPH_MAX_BYTES=$((n * 2000)))
     fi
     # A first recall waits for every note to be embedded: allow 1 s per 30 notes.
     first=$((180000 + n * 34))

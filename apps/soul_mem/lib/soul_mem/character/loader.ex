@@ -144,7 +144,14 @@ defmodule SoulMem.Character.Loader do
   end
 
   defp load_source(_id, {:memory, memory}), do: {:ok, memory}
-  defp load_source(id, {:graph, path}), do: Memory.import_file(id, path)
+  # A graph file is the operator's (a seed or the :graph option): its size limit is
+  # :graph_max_bytes (SOUL_MEM_GRAPH_MAX_BYTES), not the import default meant for uploads.
+  defp load_source(id, {:graph, path}),
+    do:
+      Memory.import_file(id, path,
+        max_bytes: Application.get_env(:soul_mem, :graph_max_bytes, 50_000_000)
+      )
+
   defp load_source(id, :empty), do: {:ok, Memory.new(id)}
 
   # Retrieval needs the graph embedded. `:auto` uses the model and falls back
