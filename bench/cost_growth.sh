@@ -112,7 +112,7 @@ fi
 if [ -n "$WORKING" ]; then
   say "### Working memory (soul_tune bench working, hash embedder, 1k working notes)"
   say ""
-  say "| notes | recall p50 / p99 ms | pipeline alone p50 / p99 ms | index | index top-10 = exact | bytes per note (index + links) | cold start ms | peak RSS MiB |"
+  say "| notes | recall p50 / p99 ms | pipeline on the working graph (index built) p50 / p99 ms | index | index top-10 = exact | bytes per note (index + links) | cold start ms | peak RSS MiB |"
   say "|---|---|---|---|---|---|---|---|"
   for n in $(sizes "$WORKING"); do
     native/target/release/soul_tune bench working --nodes "$n" --queries 200 --check "$CHECK" \
