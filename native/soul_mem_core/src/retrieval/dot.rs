@@ -1,14 +1,25 @@
 //! Vector arithmetic shared by every scan over embeddings: the dot-product kernels (f32 × f32
-//! and f32 × int8, AVX2+FMA when the CPU has them), [`max_dot`] and [`l2_normalise`]. Plain
+//! and f32 × int8, AVX2+FMA when the CPU has them), [`max_dot`], [`l2_normalise`] and [`unit_vector`]. Plain
 //! functions on slices: no model, no storage (that is `field_vectors.rs`).
+
+/// The L2 norm of `v` when it is finite and positive, i.e. when `v` has a direction.
+/// Complexity: O(dim).
+pub fn unit_norm(v: &[f32]) -> Option<f32> {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    (norm.is_finite() && norm > 0.0).then_some(norm)
+}
+
+/// `v` scaled to unit L2 norm; `None` for a zero or non-finite-norm vector (no direction).
+/// Complexity: O(dim).
+pub fn unit_vector(v: &[f32]) -> Option<Vec<f32>> {
+    unit_norm(v).map(|norm| v.iter().map(|x| x / norm).collect())
+}
 
 /// Scales `v` to unit L2 norm in place; zero and non-finite-norm vectors become all-zero.
 pub fn l2_normalise(v: &mut [f32]) {
-    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    if norm.is_finite() && norm > 0.0 {
-        v.iter_mut().for_each(|x| *x /= norm);
-    } else {
-        v.iter_mut().for_each(|x| *x = 0.0);
+    match unit_norm(v) {
+        Some(norm) => v.iter_mut().for_each(|x| *x /= norm),
+        None => v.iter_mut().for_each(|x| *x = 0.0),
     }
 }
 

@@ -40,9 +40,8 @@ impl WorkingMemory {
                     format!("{}-dim vector for a {}-dim index", q.len(), self.index.dim),
                 ));
             }
-            let norm = q.iter().map(|x| x * x).sum::<f32>().sqrt();
-            if norm.is_finite() && norm > 0.0 {
-                usable.push((q, q.iter().map(|x| x / norm).collect()));
+            if let Some(unit) = crate::retrieval::dot::unit_vector(q) {
+                usable.push((q, unit));
             }
         }
         // The int8 score may sit ~1e-3 below the exact one: widen the floor by that.

@@ -40,10 +40,9 @@ pub(super) struct Saved {
     pub(super) rows: Vec<(MemoryId, [u8; 32])>,
 }
 
-fn sibling(store: &Path, suffix: &str) -> PathBuf {
-    let mut name = store.file_name().unwrap_or_default().to_owned();
-    name.push(suffix);
-    store.with_file_name(name)
+/// The path beside `path` named `<its file name><suffix>`.
+fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    path.with_file_name(file_name(path, suffix))
 }
 
 /// The manifest's path for the store at `store`.
@@ -115,6 +114,12 @@ pub(super) fn save(
     ann: &AnnRows,
     rows: &[(MemoryId, [u8; 32])],
 ) -> Result<()> {
+    if ann.len() != rows.len() {
+        return Err(Error::invalid_argument(
+            "ann index",
+            format!("{} rows in the graph, {} listed", ann.len(), rows.len()),
+        ));
+    }
     let data_name = file_name(store, &format!("-ann.{}", uuid::Uuid::new_v4().simple()));
     let data = store.with_file_name(&data_name);
     let manifest = manifest_path(store);
@@ -129,7 +134,7 @@ pub(super) fn save(
             .len();
         let header = serde_json::to_vec(&Header {
             model: model.to_owned(),
-            dim: ann_dim(ann, rows)?,
+            dim: ann.dim(),
             rows: rows.len(),
             data: data_name.clone(),
             data_bytes,
@@ -161,16 +166,6 @@ pub(super) fn save(
     }
     remove_generations(store, Some(&data_name));
     Ok(())
-}
-
-fn ann_dim(ann: &AnnRows, rows: &[(MemoryId, [u8; 32])]) -> Result<usize> {
-    if ann.len() != rows.len() {
-        return Err(Error::invalid_argument(
-            "ann index",
-            format!("{} rows in the graph, {} listed", ann.len(), rows.len()),
-        ));
-    }
-    Ok(ann.dim())
 }
 
 /// Removes the saved graphs of `store` other than `keep` (and leftover temporary files).

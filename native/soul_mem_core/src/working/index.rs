@@ -16,6 +16,7 @@ use crate::engine::EmbedderChoice;
 use crate::error::{Error, Result};
 use crate::model::IdMap;
 use crate::model::MemoryId;
+use crate::retrieval::dot::unit_vector;
 use crate::retrieval::field_vectors::{quantise_q8, QVec};
 use crate::retrieval::{EmbedKind, TextEmbedder};
 use serde::Serialize;
@@ -139,22 +140,19 @@ impl LongTermIndex {
                 ),
             ));
         }
-        let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
-        let usable = |n: f32| n.is_finite() && n > 0.0;
+        let units: Vec<Option<Vec<f32>>> = rows.iter().map(|(_, _, v)| unit_vector(v)).collect();
         // Removals first: a swap-remove moves a slot, which must not happen to a slot queued
         // for the graph below.
-        for (id, _, v) in rows {
-            if !usable(norm(v)) {
+        for ((id, _, _), unit) in rows.iter().zip(&units) {
+            if unit.is_none() {
                 self.remove(id);
             }
         }
         let mut normalised: Vec<(usize, Vec<f32>)> = Vec::with_capacity(rows.len());
-        for (id, hash, v) in rows {
-            let n = norm(v);
-            if !usable(n) {
+        for ((id, hash, _), unit) in rows.iter().zip(units) {
+            let Some(row) = unit else {
                 continue;
-            }
-            let row: Vec<f32> = v.iter().map(|x| x / n).collect();
+            };
             self.unsaved += 1;
             let slot = match self.pos.get(id) {
                 Some(&i) => {

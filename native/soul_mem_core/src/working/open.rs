@@ -168,11 +168,9 @@ impl WorkingMemory {
     /// with its approximate cosines: the candidates [`WorkingMemory::seeds`] re-scores. For
     /// measuring the index against an exact search. Complexity: one index search.
     pub fn index_top_k(&self, query: &[f32], k: usize) -> Result<Vec<(MemoryId, f32)>> {
-        let norm = query.iter().map(|x| x * x).sum::<f32>().sqrt();
-        if !(norm.is_finite() && norm > 0.0) {
+        let Some(q) = crate::retrieval::dot::unit_vector(query) else {
             return Ok(Vec::new());
-        }
-        let q: Vec<f32> = query.iter().map(|x| x / norm).collect();
+        };
         Ok(self.index.top_k(&[&q], k, None)?.pop().unwrap_or_default())
     }
 
