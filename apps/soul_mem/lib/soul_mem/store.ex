@@ -82,7 +82,8 @@ defmodule SoulMem.Store do
   @spec remove_file(Path.t()) :: :ok
   def remove_file(path) when is_binary(path) do
     for suffix <- ["" | @wal_files], do: File.rm(path <> suffix)
-    remove_saved_index(path)
+    _ = remove_saved_index(path)
+    :ok
   end
 
   @doc """

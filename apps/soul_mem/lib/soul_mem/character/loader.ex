@@ -145,12 +145,11 @@ defmodule SoulMem.Character.Loader do
 
   defp load_source(_id, {:memory, memory}), do: {:ok, memory}
   # A graph file is the operator's (a seed or the :graph option): its size limit is
-  # :graph_max_bytes (SOUL_MEM_GRAPH_MAX_BYTES), not the import default meant for uploads.
-  defp load_source(id, {:graph, path}),
-    do:
-      Memory.import_file(id, path,
-        max_bytes: Application.get_env(:soul_mem, :graph_max_bytes, 50_000_000)
-      )
+  # :graph_max_bytes (SOUL_MEM_GRAPH_MAX_BYTES) when set, else the import default.
+  defp load_source(id, {:graph, path}) do
+    limit = Application.get_env(:soul_mem, :graph_max_bytes)
+    Memory.import_file(id, path, if(limit, do: [max_bytes: limit], else: []))
+  end
 
   defp load_source(id, :empty), do: {:ok, Memory.new(id)}
 
