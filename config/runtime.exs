@@ -65,6 +65,10 @@ end
 config :soul_mem,
   # Size limit of a graph file a character is started or seeded from (an operator's file).
   graph_max_bytes: env_integer.("SOUL_MEM_GRAPH_MAX_BYTES", 50_000_000, 1, 1_000_000_000_000),
+  # Stored graphs above this many notes run in working memory (from the start after the
+  # one that imported them) instead of being loaded whole.
+  working_memory_threshold:
+    env_integer.("SOUL_MEM_WORKING_MEMORY_THRESHOLD", 50_000, 0, 1_000_000_000_000),
   data_dir: Path.expand(env_string.("SOUL_MEM_DATA_DIR", default_data_dir)),
   port: env_integer.("PORT", 4000, 0, 65_535),
   llm_base_url: env_string.("SOUL_MEM_LLM_BASE_URL", nil),

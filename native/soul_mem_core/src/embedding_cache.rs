@@ -21,13 +21,39 @@ pub type KindTag = &'static str;
 /// distinct texts that were not, in order of first appearance.
 type Lookup<'t> = (Vec<Option<Vec<f32>>>, Vec<&'t str>);
 
+/// Vectors kept in memory by the newest use (see [`EmbeddingCache`]'s `memo`): ~24 MiB of
+/// 384-dimensional vectors, several times the texts of a working graph of 1,000 notes.
+const MEMO_ENTRIES: usize = 16_384;
+
+/// What the memo is keyed by: model and kind (`"model\0kind"`) and the text's SHA-256.
+type MemoKey = (String, [u8; 32]);
+
 /// A cache file. Not `Sync`: wrap it in a `Mutex` to share.
-#[derive(Debug)]
 pub struct EmbeddingCache {
     conn: Connection,
     path: PathBuf,
     hits: u64,
     misses: u64,
+    /// The vectors read or stored last, in memory. SQLite reads a vector (an overflow page)
+    /// from the file with a system call however large its page cache is, ~50 µs a text;
+    /// working memory looks up the texts of the hundreds of notes each recall brings in,
+    /// and brings the same notes in again and again.
+    memo: lru::LruCache<MemoKey, Vec<f32>>,
+}
+
+impl std::fmt::Debug for EmbeddingCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmbeddingCache")
+            .field("path", &self.path)
+            .field("hits", &self.hits)
+            .field("misses", &self.misses)
+            .field("in_memory", &self.memo.len())
+            .finish()
+    }
+}
+
+fn memo_key(model: &str, kind: &str, hash: [u8; 32]) -> MemoKey {
+    (format!("{model}\0{kind}"), hash)
 }
 
 fn db_err(path: &Path, e: rusqlite::Error) -> Error {
@@ -60,8 +86,13 @@ impl EmbeddingCache {
         }
         let conn = Connection::open(&path).map_err(|e| db_err(&path, e))?;
         // A cache may lose its last writes on power loss without harm: NORMAL is enough.
-        conn.execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
-            .map_err(|e| db_err(&path, e))?;
+        // Lookups come in bursts of hundreds (the texts of the notes working memory brings
+        // in): a 16 MiB page cache keeps the B-tree's inner pages in memory (SQLite's default
+        // is 2 MiB); the vectors themselves are overflow pages, read past it (see `memo`).
+        conn.execute_batch(
+            "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA cache_size=-16384;",
+        )
+        .map_err(|e| db_err(&path, e))?;
         Self::init(conn, path)
     }
 
@@ -72,6 +103,9 @@ impl EmbeddingCache {
             path,
             hits: 0,
             misses: 0,
+            memo: lru::LruCache::new(
+                std::num::NonZeroUsize::new(MEMO_ENTRIES).unwrap_or(std::num::NonZeroUsize::MIN),
+            ),
         })
     }
 
@@ -95,9 +129,14 @@ impl EmbeddingCache {
         self.len().map(|n| n == 0)
     }
 
-    /// Looks one text up.
+    /// Looks one text up (in memory first, then in the file).
     pub fn get(&mut self, model: &str, kind: &str, text: &str) -> Result<Option<Vec<f32>>> {
         let hash = text_hash(text);
+        let key = memo_key(model, kind, hash);
+        if let Some(v) = self.memo.get(&key) {
+            self.hits += 1;
+            return Ok(Some(v.clone()));
+        }
         let blob: Option<Vec<u8>> = self
             .conn
             .prepare_cached("SELECT vec FROM embeddings WHERE model=?1 AND kind=?2 AND hash=?3")
@@ -109,11 +148,12 @@ impl EmbeddingCache {
         match blob {
             Some(b) => {
                 self.hits += 1;
-                Ok(Some(
-                    b.chunks_exact(4)
-                        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                        .collect(),
-                ))
+                let v: Vec<f32> = b
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect();
+                self.memo.put(key, v.clone());
+                Ok(Some(v))
             }
             None => {
                 self.misses += 1;
@@ -125,6 +165,7 @@ impl EmbeddingCache {
     /// Stores many vectors in one transaction.
     pub fn put_many(&mut self, model: &str, kind: &str, items: &[(&str, &[f32])]) -> Result<()> {
         let path = self.path.clone();
+        let hashes: Vec<[u8; 32]> = items.iter().map(|(t, _)| text_hash(t)).collect();
         let tx = self.conn.transaction().map_err(|e| db_err(&path, e))?;
         {
             let mut st = tx
@@ -132,19 +173,18 @@ impl EmbeddingCache {
                     "INSERT OR REPLACE INTO embeddings (model, kind, hash, dim, vec) VALUES (?1, ?2, ?3, ?4, ?5)",
                 )
                 .map_err(|e| db_err(&path, e))?;
-            for (text, vec) in items {
+            for ((_, vec), hash) in items.iter().zip(&hashes) {
                 let bytes: Vec<u8> = vec.iter().flat_map(|f| f.to_le_bytes()).collect();
-                st.execute(params![
-                    model,
-                    kind,
-                    &text_hash(text)[..],
-                    vec.len() as i64,
-                    bytes
-                ])
-                .map_err(|e| db_err(&path, e))?;
+                st.execute(params![model, kind, &hash[..], vec.len() as i64, bytes])
+                    .map_err(|e| db_err(&path, e))?;
             }
         }
-        tx.commit().map_err(|e| db_err(&path, e))
+        tx.commit().map_err(|e| db_err(&path, e))?;
+        // Only once durable: the memo never holds what the file does not.
+        for ((_, vec), hash) in items.iter().zip(hashes) {
+            self.memo.put(memo_key(model, kind, hash), vec.to_vec());
+        }
+        Ok(())
     }
 
     /// The distinct texts of `texts` that are not cached, in order of first appearance. Reads
@@ -318,6 +358,51 @@ mod tests {
         get_or_compute(&c, "m1", "passage", &["甲 "], count).unwrap();
         assert_eq!(calls.get(), 5);
         assert_eq!(lock(&c).unwrap().len().unwrap(), 5);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// What was read or stored is served from memory afterwards (the file is not read again:
+    /// rows removed behind the cache's back are still answered, a fresh open misses them),
+    /// keyed like the file, and the memory holds at most `MEMO_ENTRIES` vectors.
+    #[test]
+    fn the_memo_answers_what_was_read_or_stored_and_is_bounded() {
+        let dir = std::env::temp_dir().join(format!("soulmem-memo-{}", std::process::id()));
+        let path = dir.join("c.sqlite3");
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut c = EmbeddingCache::open(&path).unwrap();
+        c.put_many("m1", "passage", &[("甲", &[1.0, 2.0])]).unwrap();
+        {
+            let mut other = EmbeddingCache::open(&path).unwrap();
+            other.put_many("m1", "passage", &[("乙", &[3.0])]).unwrap();
+        }
+        assert_eq!(c.get("m1", "passage", "乙").unwrap(), Some(vec![3.0]));
+        Connection::open(&path)
+            .unwrap()
+            .execute("DELETE FROM embeddings", [])
+            .unwrap();
+        assert_eq!(c.get("m1", "passage", "甲").unwrap(), Some(vec![1.0, 2.0]));
+        assert_eq!(c.get("m1", "passage", "乙").unwrap(), Some(vec![3.0]));
+        assert_eq!(c.get("m1", "query", "甲").unwrap(), None);
+        assert_eq!(c.get("m2", "passage", "甲").unwrap(), None);
+        assert_eq!(
+            EmbeddingCache::open(&path)
+                .unwrap()
+                .get("m1", "passage", "甲")
+                .unwrap(),
+            None
+        );
+
+        let many: Vec<String> = (0..MEMO_ENTRIES + 10).map(|i| format!("t{i}")).collect();
+        let items: Vec<(&str, &[f32])> = many.iter().map(|t| (t.as_str(), &[0.5][..])).collect();
+        c.put_many("m1", "passage", &items).unwrap();
+        assert_eq!(c.memo.len(), MEMO_ENTRIES);
+        // The newest are kept.
+        assert!(c.memo.contains(&memo_key(
+            "m1",
+            "passage",
+            text_hash(&many[MEMO_ENTRIES + 9])
+        )));
+        assert!(!c.memo.contains(&memo_key("m1", "passage", text_hash("甲"))));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
