@@ -88,9 +88,12 @@ impl EmbeddingCache {
         // A cache may lose its last writes on power loss without harm: NORMAL is enough.
         // Lookups come in bursts of hundreds (the texts of the notes working memory brings
         // in): a 16 MiB page cache keeps the B-tree's inner pages in memory (SQLite's default
-        // is 2 MiB); the vectors themselves are overflow pages, read past it (see `memo`).
+        // is 2 MiB); the vectors themselves are overflow pages, read past it with a system
+        // call each unless the file is memory-mapped (up to 1 GiB of it; SQLite writes
+        // through write(), the map is read-only).
         conn.execute_batch(
-            "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA cache_size=-16384;",
+            "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA cache_size=-16384;
+             PRAGMA mmap_size=1073741824;",
         )
         .map_err(|e| db_err(&path, e))?;
         Self::init(conn, path)
