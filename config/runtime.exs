@@ -63,8 +63,9 @@ if demo_graph = env_string.("SOUL_MEM_DEMO_GRAPH", nil) do
 end
 
 config :soul_mem,
-  # Size limit of a graph file a character is started or seeded from (an operator's file).
-  graph_max_bytes: env_integer.("SOUL_MEM_GRAPH_MAX_BYTES", 50_000_000, 1, 1_000_000_000_000),
+  # Size limit of a graph file a character is started or seeded from (an operator's file);
+  # unset: SoulMem.Memory's import default (50 MB), which the loader then applies.
+  graph_max_bytes: env_integer.("SOUL_MEM_GRAPH_MAX_BYTES", nil, 1, 1_000_000_000_000),
   # Stored graphs above this many notes run in working memory (from the start after the
   # one that imported them) instead of being loaded whole.
   working_memory_threshold:

@@ -86,7 +86,7 @@ fn candidate_recall(
     for q in queries {
         let mut exact: Vec<(f32, MemoryId)> = rows
             .iter()
-            .map(|(id, v)| (v.iter().zip(q).map(|(a, b)| a * b).sum(), *id))
+            .map(|(id, v)| (crate::retrieval::dot::dot(v, q), *id))
             .collect();
         exact.sort_by(|a, b| b.0.total_cmp(&a.0));
         exact.truncate(k);
