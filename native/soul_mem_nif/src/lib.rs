@@ -2,6 +2,7 @@
 //! `ArgumentError`), calls the core, and returns `{:ok, _}` / `{:error, {kind, message}}`.
 //! Anything that may take over ~1 ms runs on a dirty scheduler.
 
+mod allocator;
 mod card;
 mod consolidate;
 mod embedder;
@@ -26,4 +27,11 @@ mod msgpack_codec;
 
 pub use error::NifError;
 
-rustler::init!("Elixir.SoulMem.Native");
+rustler::init!("Elixir.SoulMem.Native", load = load);
+
+/// Runs once when the library is loaded: see [`allocator`]. A refused setting only costs
+/// speed, so loading goes on.
+fn load(_env: rustler::Env, _info: rustler::Term) -> bool {
+    let _ = allocator::tune();
+    true
+}

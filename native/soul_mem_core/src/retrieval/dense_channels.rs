@@ -387,7 +387,9 @@ pub fn similarity_channels(
             if !(e.is_finite() && alpha * e + (1.0 - alpha) >= bar) {
                 continue;
             }
-            let st = prep.string(idx, i);
+            // A string score raises a channel only where it exceeds the channel's value.
+            // (`min` ignores a missing raw score.)
+            let st = prep.string(idx, i, e.min(out.get(Slot::Raw, i)));
             if st <= 0.0 {
                 continue;
             }

@@ -71,7 +71,11 @@ pub struct RetrievalIndex {
     kind_starts: [usize; 5],
     kind_rank: Vec<u32>,
     by_id: IdMap<u32>,
-    idents: Vec<Vec<Ident>>,
+    // Every node's identifiers in one array, node i's at `ident_offsets[i]..[i + 1]`: the
+    // string channel reads the bloom filters of tens of thousands of nodes per query, and a
+    // separate allocation per node made each read a cache miss.
+    idents: Vec<Ident>,
+    ident_offsets: Vec<u32>,
     ident_nodes: Vec<u32>,
     /// The self note (`sem_self`), when the graph has one.
     self_node: Option<u32>,
@@ -186,7 +190,9 @@ impl RetrievalIndex {
             .collect();
         let n = graph.len();
         let mut nodes = Vec::with_capacity(n);
-        let mut idents = Vec::with_capacity(n);
+        let mut idents = Vec::new();
+        let mut ident_offsets = Vec::with_capacity(n + 1);
+        ident_offsets.push(0u32);
         let mut ident_nodes = Vec::new();
         let mut core_nodes = Vec::new();
         let mut edges = Vec::new();
@@ -219,7 +225,8 @@ impl RetrievalIndex {
             if !ids.is_empty() {
                 ident_nodes.push(i as u32);
             }
-            idents.push(ids);
+            idents.extend(ids);
+            ident_offsets.push(idents.len() as u32);
             for link in &note.links {
                 let Some(to) = graph.index_of(&link.to) else {
                     continue;
@@ -298,6 +305,7 @@ impl RetrievalIndex {
             nodes,
             by_id,
             idents,
+            ident_offsets,
             ident_nodes,
             self_node,
             habit_holders,
@@ -458,7 +466,10 @@ impl RetrievalIndex {
 
     /// Identifiers of node `i` (string channel).
     pub(crate) fn idents(&self, i: usize) -> &[Ident] {
-        self.idents.get(i).map(Vec::as_slice).unwrap_or(&[])
+        match (self.ident_offsets.get(i), self.ident_offsets.get(i + 1)) {
+            (Some(&a), Some(&b)) => self.idents.get(a as usize..b as usize).unwrap_or(&[]),
+            _ => &[],
+        }
     }
 
     /// Kind-order ranks (see [`Self::kind_rank`]) of the nodes carrying distinct tag `j`

@@ -272,6 +272,14 @@ pub struct Ident {
     pub chars: usize,
     /// Bit `hash(c) % 64` set for every char `c`.
     pub bloom: u64,
+    /// The first char (the Winkler prefix bonus needs the first chars equal).
+    pub first: char,
+}
+
+/// The bloom bit of char `c` (see [`Ident::bloom`]).
+#[inline]
+fn bloom_bit(c: char) -> u64 {
+    1u64 << ((c as u32).wrapping_mul(0x9E37_79B1) >> 26)
 }
 
 impl Ident {
@@ -289,9 +297,49 @@ impl Ident {
         let mut chars = 0;
         for c in text.chars() {
             chars += 1;
-            bloom |= 1u64 << ((c as u32).wrapping_mul(0x9E37_79B1) >> 26);
+            bloom |= bloom_bit(c);
         }
-        Some(Ident { text, chars, bloom })
+        let first = text.chars().next()?;
+        Some(Ident {
+            text,
+            chars,
+            bloom,
+            first,
+        })
+    }
+
+    /// An upper bound of [`Self::similarity`] from the lengths, the first chars and the
+    /// bloom filters alone (no string metric runs). Why it holds: the normalised
+    /// Levenshtein similarity is at most `min(len) / max(len)` (the distance is at least the
+    /// length difference); Jaro counts `m` matching chars, each of `self` present in
+    /// `other` (so its bloom bit is set there), and is at most `(m/len₁ + m/len₂ + 1) / 3`
+    /// (no transpositions); Winkler adds `0.1·p·(1 − jaro)` for a common prefix of `p ≤ 4`
+    /// chars, none when the first chars differ. Complexity: O(len of `self`).
+    pub fn similarity_bound(&self, other: &Ident) -> f32 {
+        if self.bloom & other.bloom == 0 {
+            return 0.0;
+        }
+        let (l1, l2) = (self.chars.max(1) as f64, other.chars.max(1) as f64);
+        let m = self
+            .text
+            .chars()
+            .filter(|&c| other.bloom & bloom_bit(c) != 0)
+            .count()
+            .min(self.chars)
+            .min(other.chars) as f64;
+        let jaro = if m == 0.0 {
+            0.0
+        } else {
+            (m / l1 + m / l2 + 1.0) / 3.0
+        };
+        let prefix = if self.first == other.first {
+            self.chars.min(other.chars).min(4) as f64
+        } else {
+            0.0
+        };
+        let jw = jaro + 0.1 * prefix * (1.0 - jaro);
+        let lev = l1.min(l2) / l1.max(l2);
+        jw.max(lev).min(1.0) as f32
     }
 
     /// String similarity in [0, 1]: max of Jaro–Winkler and normalised Levenshtein; 0 without
@@ -458,5 +506,51 @@ impl EmbeddedQuery {
             tags,
             variant,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::Ident;
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestRunner};
+
+    #[test]
+    fn the_similarity_bound_is_never_below_the_similarity() {
+        // Small alphabets (CJK, Latin, mixed) so that strings share chars and the string
+        // metrics actually run; lengths like identifiers'.
+        let word = "[王小红明白猫狗咖啡馆abcde ]{1,9}";
+        let mut runner = TestRunner::new(Config {
+            cases: 4000,
+            ..Config::default()
+        });
+        runner
+            .run(&(word, word), |(a, b)| {
+                if let (Some(a), Some(b)) = (Ident::new(&a), Ident::new(&b)) {
+                    let (s, bound) = (a.similarity(&b), a.similarity_bound(&b));
+                    prop_assert!(
+                        bound >= s,
+                        "{:?} vs {:?}: {s} > bound {bound}",
+                        a.text,
+                        b.text
+                    );
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn the_similarity_bound_separates_what_cannot_match() {
+        let q = Ident::new("咖啡").unwrap();
+        // No shared char: 0, like the similarity.
+        assert_eq!(q.similarity_bound(&Ident::new("小红").unwrap()), 0.0);
+        // One shared char of two, first chars differ: Jaro ≤ (1/2 + 1/4 + 1)/3.
+        let far = Ident::new("小红啡馆").unwrap();
+        assert!(q.similarity_bound(&far) <= 0.59);
+        assert!(q.similarity(&far) <= q.similarity_bound(&far));
+        // Identical text: the bound is 1.
+        assert_eq!(q.similarity_bound(&Ident::new("咖啡").unwrap()), 1.0);
     }
 }

@@ -6,7 +6,7 @@ use super::dot::dot;
 use super::field_texts::FieldKind;
 use super::field_vectors::{FieldProbe, QVec};
 use super::index::RetrievalIndex;
-use super::query::{EmbeddedQuery, EmbeddedVariant, TimeRange};
+use super::query::{EmbeddedQuery, EmbeddedVariant, Ident, TimeRange};
 use super::top_k::{push_top, top_k, SMALL_K};
 use crate::model::NodeKind;
 use rayon::prelude::*;
@@ -14,6 +14,11 @@ use rayon::prelude::*;
 /// How many of the best embedding scores the string channel must be able to reach to be
 /// computed for a node (see [`similarity_channels`]).
 pub(super) const STRING_POOL: usize = 64;
+
+/// How far below the least value that could change a node the string channel still compares
+/// identifiers exactly ([`Prepared::string`]): far above the rounding of the bound and of the
+/// raise `α·e + (1 − α)·s` in f32, so a pair it skips could not have raised the node.
+const STRING_MARGIN: f32 = 1e-4;
 
 /// Nodes per parallel scan task (big enough to amortise the task, small enough to balance).
 pub(super) const SCAN_CHUNK: usize = 4096;
@@ -418,25 +423,34 @@ impl Prepared<'_> {
         self.tags.get(idx.kind_rank(i)).copied()
     }
 
-    /// String channel of node `i`: best identifier match between query and node.
-    pub(super) fn string(&self, idx: &RetrievalIndex, i: usize) -> f32 {
-        let Some(meta) = idx.node(i) else { return 0.0 };
+    /// String channel of node `i`: best identifier match between query and node. Pairs whose
+    /// [`Ident::similarity_bound`] is below `need − STRING_MARGIN` are not compared: the
+    /// result is exact whenever it reaches `need − STRING_MARGIN`, and below that it is only
+    /// known to be below (callers pass the least value that could change the node).
+    pub(super) fn string(&self, idx: &RetrievalIndex, i: usize, need: f32) -> f32 {
+        let Some(kind) = idx.kind(i) else { return 0.0 };
         let node_ids = idx.idents(i);
+        let floor = need - STRING_MARGIN;
         let mut best = 0f32;
+        let mut pair = |q: &Ident, n: &Ident| {
+            if q.similarity_bound(n) >= floor.max(best) {
+                best = best.max(q.similarity(n));
+            }
+        };
         match &self.q.variant {
-            EmbeddedVariant::Semantic(us) if meta.kind == NodeKind::Semantic => {
+            EmbeddedVariant::Semantic(us) if kind == NodeKind::Semantic => {
                 for q in us.iter().filter_map(|u| u.ident.as_ref()) {
                     for n in node_ids {
-                        best = best.max(q.similarity(n));
+                        pair(q, n);
                     }
                 }
             }
             EmbeddedVariant::Situation(us)
-                if matches!(meta.kind, NodeKind::AbstractSituation | NodeKind::Semantic) =>
+                if matches!(kind, NodeKind::AbstractSituation | NodeKind::Semantic) =>
             {
                 for q in us.iter().flat_map(|u| u.idents.iter()) {
                     for n in node_ids {
-                        best = best.max(q.similarity(n));
+                        pair(q, n);
                     }
                 }
             }
@@ -691,12 +705,12 @@ fn similarity_in(
     let strs: Vec<(u32, f32)> = if parallel {
         candidates
             .par_iter()
-            .map(|&i| (i, prep.string(idx, i as usize)))
+            .map(|&i| (i, prep.string(idx, i as usize, score_of(emb, i))))
             .collect()
     } else {
         candidates
             .iter()
-            .map(|&i| (i, prep.string(idx, i as usize)))
+            .map(|&i| (i, prep.string(idx, i as usize, score_of(emb, i))))
             .collect()
     };
     for &(i, st) in &strs {
