@@ -174,3 +174,28 @@ fn a_recalls_sub_queries_are_embedded_in_one_call() {
     assert!(embed_queries(&[], &counting).unwrap().is_empty());
     assert_eq!(counting.calls.get(), 1, "nothing to embed, no call");
 }
+
+#[test]
+fn the_whole_pipeline_is_the_same_on_one_thread_and_many() {
+    // Many threads: the dense scan in chunks beside the lexical channel; one: in sequence.
+    let g = big();
+    let e = HashEmbedder::new(64).unwrap();
+    let idx = RetrievalIndex::build_with_embedder(&g, &e).unwrap();
+    let mut one = PipelineConfig::default();
+    one.similarity.similarity_threshold = 0.3;
+    one.similarity.parallel_min_nodes = usize::MAX;
+    let mut many = one.clone();
+    many.similarity.parallel_min_nodes = 0;
+    let mut qs = queries();
+    qs.extend(soul_mem_core::text::text_queries(
+        "小红在下雨的花园里喝红茶",
+        4,
+    ));
+    for q in &qs {
+        let q = std::slice::from_ref(q);
+        let a = DefaultPipeline::run_with_embedder(&idx, q, &e, &one, None).unwrap();
+        let b = DefaultPipeline::run_with_embedder(&idx, q, &e, &many, None).unwrap();
+        assert!(!a.memories.is_empty());
+        assert_eq!(a, b);
+    }
+}

@@ -276,11 +276,26 @@ pub fn seeds_of(
     habits: &[f32],
     cfg: &PipelineConfig,
 ) -> (Vec<(u32, f64)>, FusedSimilarity) {
-    let dense = similarity_channels(idx, q, habits, &cfg.similarity);
-    let lexical = if cfg.similarity.fusion.lexical > 0.0 && !terms.is_empty() {
-        idx.lexical_scores(terms)
+    let lexical = || {
+        if cfg.similarity.fusion.lexical > 0.0 && !terms.is_empty() {
+            idx.lexical_scores(terms)
+        } else {
+            Vec::new()
+        }
+    };
+    // The two channels are independent: on a large graph the lexical one runs beside the
+    // dense scan (it fills the gaps where the scan's chunks wait on memory or on each
+    // other), not after it.
+    let (dense, lexical) = if idx.len() >= cfg.similarity.parallel_min_nodes {
+        rayon::join(
+            || similarity_channels(idx, q, habits, &cfg.similarity),
+            lexical,
+        )
     } else {
-        Vec::new()
+        (
+            similarity_channels(idx, q, habits, &cfg.similarity),
+            lexical(),
+        )
     };
     let fused = fuse_similarity(dense, &lexical, &cfg.similarity.fusion);
     let candidates = fused

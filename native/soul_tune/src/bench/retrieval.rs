@@ -328,7 +328,11 @@ fn dump(
 /// Runs the retrieval benchmark for each graph size and prints a table. `parallel` lets
 /// similarity use rayon on graphs of at least 20 000 nodes (the production default);
 /// otherwise everything is single-threaded.
-pub fn retrieval(sizes: &[usize], parallel: bool) -> soul_mem_core::Result<()> {
+pub fn retrieval(
+    sizes: &[usize],
+    parallel: bool,
+    reps: Option<usize>,
+) -> soul_mem_core::Result<()> {
     println!(
         "| nodes | edges | PPR push p50/p99 ms | pushes (avg) | power iter (50 it) p50/p99 ms | similarity p50/p99 ms | lexical p50/p99 ms | pipeline p50/p99 ms | memories/actions (avg) | matrix rebuilds | lexical update, 1 note p50/p99 ms |"
     );
@@ -361,11 +365,11 @@ pub fn retrieval(sizes: &[usize], parallel: bool) -> soul_mem_core::Result<()> {
         let t = Instant::now();
         let csr = idx.transition_decayed(assoc, Some(&decay))?;
         let csr_ms = t.elapsed().as_secs_f64() * 1e3;
-        let reps = match n {
+        let reps = reps.unwrap_or(match n {
             0..=2_000 => 1000,
             2_001..=20_000 => 300,
             _ => 60,
-        };
+        });
         let mut rng = Rng::new(42);
         let queries: Vec<(SubQuery, QueryVectors)> =
             (0..50).map(|_| make_query(&s, &mut rng)).collect();
@@ -491,15 +495,24 @@ pub fn retrieval(sizes: &[usize], parallel: bool) -> soul_mem_core::Result<()> {
     Ok(())
 }
 
-/// `soul_tune bench retrieval [--sizes 1000,10000,100000] [--parallel]`.
+/// `soul_tune bench retrieval [--sizes 1000,10000,100000] [--parallel] [--reps N]` (`--reps`:
+/// queries timed per size instead of 1000 / 300 / 60 by size; more give steadier medians).
 pub fn run(args: &[String]) -> std::process::ExitCode {
     use std::process::ExitCode;
     let mut sizes = vec![1_000, 10_000, 100_000];
     let mut parallel = false;
+    let mut reps = None;
     let mut rest = args.iter();
     while let Some(a) = rest.next() {
         match a.as_str() {
             "--parallel" => parallel = true,
+            "--reps" => match rest.next().and_then(|r| r.parse::<usize>().ok()) {
+                Some(r) if r > 0 => reps = Some(r),
+                _ => {
+                    eprintln!("bad --reps: a positive number of queries");
+                    return ExitCode::from(2);
+                }
+            },
             "--sizes" => match super::parse_sizes(rest.next().map(String::as_str).unwrap_or("")) {
                 Ok(v) => sizes = v,
                 Err(e) => {
@@ -509,13 +522,13 @@ pub fn run(args: &[String]) -> std::process::ExitCode {
             },
             _ => {
                 eprintln!(
-                    "usage: soul_tune bench retrieval [--sizes 1000,10000,100000] [--parallel]"
+                    "usage: soul_tune bench retrieval [--sizes 1000,10000,100000] [--parallel] [--reps N]"
                 );
                 return ExitCode::from(2);
             }
         }
     }
-    match retrieval(&sizes, parallel) {
+    match retrieval(&sizes, parallel, reps) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
