@@ -69,8 +69,14 @@ fn fused(
 ) -> (DenseChannels, FusedSimilarity, FusedSimilarity) {
     let v = embed_query(q, e).unwrap();
     let eq = EmbeddedQuery::assemble(q, &v, idx.vectors().dim()).unwrap();
-    let habits = actions::habit_cosines(idx, &eq);
-    let ch = similarity_channels(idx, &eq, &habits, &cfg.similarity);
+    let ch = similarity_channels(idx, &eq, &cfg.similarity);
+    // The habit cosines made by the shared scan are those of their own scan.
+    let alone: Vec<u32> = actions::habit_cosines(idx, &eq)
+        .iter()
+        .map(|x| x.to_bits())
+        .collect();
+    let shared: Vec<u32> = ch.habit_cosines().iter().map(|x| x.to_bits()).collect();
+    assert_eq!(shared, alone);
     let rebuilt = DenseChannels::new(
         ch.dense().to_vec(),
         ch.tag().to_vec(),
@@ -198,4 +204,66 @@ fn the_whole_pipeline_is_the_same_on_one_thread_and_many() {
         assert!(!a.memories.is_empty());
         assert_eq!(a, b);
     }
+}
+
+/// The bits of every channel value, so that NaN (absent) compares equal to NaN.
+fn bits(ch: &DenseChannels) -> Vec<Vec<u32>> {
+    [ch.dense(), ch.tag(), ch.raw()]
+        .iter()
+        .map(|v| v.iter().map(|x| x.to_bits()).collect())
+        .collect()
+}
+
+#[test]
+fn sub_queries_scanned_together_get_what_each_gets_alone() {
+    // A recall's sub-queries share one pass of the scan: each query's channels, statistics
+    // and fusion must be what it gets alone, in one thread and many.
+    let g = big();
+    let e = HashEmbedder::new(64).unwrap();
+    let idx = RetrievalIndex::build_with_embedder(&g, &e).unwrap();
+    let mut qs = queries();
+    qs.extend(soul_mem_core::text::text_queries(
+        "小红在下雨的花园里喝红茶",
+        4,
+    ));
+    let embedded: Vec<EmbeddedQuery> = qs
+        .iter()
+        .map(|q| {
+            let v = embed_query(q, &e).unwrap();
+            EmbeddedQuery::assemble(q, &v, idx.vectors().dim()).unwrap()
+        })
+        .collect();
+    let together: Vec<&EmbeddedQuery> = embedded.iter().collect();
+    for parallel_min_nodes in [usize::MAX, 0] {
+        let mut cfg = PipelineConfig::default();
+        cfg.similarity.similarity_threshold = 0.3;
+        cfg.similarity.parallel_min_nodes = parallel_min_nodes;
+        let many = similarity_channels_many(&idx, &together, true, &cfg.similarity);
+        assert_eq!(many.len(), qs.len());
+        for (q, got) in together.iter().zip(&many) {
+            let alone = similarity_channels(&idx, q, &cfg.similarity);
+            assert_eq!(bits(got), bits(&alone));
+            let cosines = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                cosines(got.habit_cosines()),
+                cosines(&actions::habit_cosines(&idx, q))
+            );
+            assert_eq!(got.habit(), alone.habit());
+            let f = &cfg.similarity.fusion;
+            let lexical = vec![];
+            assert_same(
+                &fuse_similarity(got.clone(), &lexical, f),
+                &fuse_similarity(alone, &lexical, f),
+            );
+        }
+        // The whole recall (the sub-queries merged) on one thread and many.
+        let mut one = cfg.clone();
+        one.similarity.parallel_min_nodes = usize::MAX;
+        let a = DefaultPipeline::run_with_embedder(&idx, &qs, &e, &one, None).unwrap();
+        let b = DefaultPipeline::run_with_embedder(&idx, &qs, &e, &cfg, None).unwrap();
+        assert!(!a.memories.is_empty());
+        assert_eq!(a, b);
+    }
+    let none = similarity_channels_many(&idx, &[], true, &PipelineConfig::default().similarity);
+    assert!(none.is_empty());
 }

@@ -38,11 +38,8 @@ pub fn habit_likeness(habits: &[u32], cosines: &[f32], fcfg: &FusionConfig) -> V
     out
 }
 
-/// Each habit's best cosine, by position (NaN for other nodes), of its action text against
-/// the query's descriptive texts (a semantic query's concept and description, a situation
-/// query's narrative, events and environment).
-/// Complexity: O(habits × query texts × dim + nodes), one contiguous scan of the habit rows.
-pub fn habit_cosines(idx: &RetrievalIndex, q: &EmbeddedQuery) -> Vec<f32> {
+/// The query vectors a habit's action text is compared with (see [`habit_cosines`]).
+pub(super) fn habit_probe_vectors(q: &EmbeddedQuery) -> Vec<&QVec> {
     let mut texts: Vec<&QVec> = Vec::new();
     match &q.variant {
         EmbeddedVariant::Semantic(us) => {
@@ -61,6 +58,15 @@ pub fn habit_cosines(idx: &RetrievalIndex, q: &EmbeddedQuery) -> Vec<f32> {
             }
         }
     }
+    texts
+}
+
+/// Each habit's best cosine, by position (NaN for other nodes), of its action text against
+/// the query's descriptive texts (a semantic query's concept and description, a situation
+/// query's narrative, events and environment).
+/// Complexity: O(habits × query texts × dim + nodes), one contiguous scan of the habit rows.
+pub fn habit_cosines(idx: &RetrievalIndex, q: &EmbeddedQuery) -> Vec<f32> {
+    let texts = habit_probe_vectors(q);
     let n = idx.len();
     let mut out = vec![f32::NAN; n];
     let probes: Vec<FieldProbe<'_>> = texts

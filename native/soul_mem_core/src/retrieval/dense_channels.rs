@@ -11,8 +11,9 @@ use super::config::{BlendWeights, SimilarityConfig};
 use super::fusion::ChannelStats;
 use super::index::RetrievalIndex;
 use super::query::EmbeddedQuery;
-use super::similarity::{blend, prepare_plan, refill, Prepared, SCAN_CHUNK, STRING_POOL};
-use super::top_k::push_top;
+use super::similarity::{
+    blend, prepare_plan, refill, scan_queries, Prepared, SCAN_CHUNK, STRING_POOL,
+};
 use crate::model::NodeKind;
 use rayon::prelude::*;
 
@@ -34,6 +35,8 @@ pub struct DenseChannels {
     pub(crate) tag: Vec<f32>,
     pub(crate) raw: Vec<f32>,
     pub(crate) habit: Option<u32>,
+    /// Each habit's cosine with the query, by position (NaN elsewhere); empty when not made.
+    pub(crate) habits: Vec<f32>,
     pub(crate) dense_stats: ChannelStats,
     pub(crate) tag_stats: ChannelStats,
     /// Nodes with a finite raw score.
@@ -74,6 +77,7 @@ impl DenseChannels {
             tag,
             raw,
             habit,
+            habits: Vec::new(),
         }
     }
 
@@ -102,6 +106,13 @@ impl DenseChannels {
     /// string blend): the scale of the model's similarity floor.
     pub fn raw(&self) -> &[f32] {
         &self.raw
+    }
+
+    /// Each habit's cosine with the query by position, as
+    /// [`super::actions::habit_cosines`] makes it (NaN for other nodes); empty when the
+    /// channels were made without habits.
+    pub fn habit_cosines(&self) -> &[f32] {
+        &self.habits
     }
 
     /// The habit (procedure position) the query describes: set when the query is more like
@@ -157,8 +168,12 @@ struct Part {
     above: Vec<u32>,
     /// The best raw score.
     best_raw: f32,
-    /// The best [`STRING_POOL`] variant scores and their nodes, best first.
+    /// At least the best [`STRING_POOL`] variant scores and their nodes, in no order:
+    /// [`Part::keep_dense`].
     best_dense: Vec<(f32, u32)>,
+    /// A variant score that [`STRING_POOL`] kept ones reach (none: −∞); lower ones are
+    /// dropped on arrival.
+    dense_bar: f32,
 }
 
 /// Best score first (the node only identifies the entry).
@@ -167,46 +182,88 @@ fn by_value(a: &(f32, u32), b: &(f32, u32)) -> std::cmp::Ordering {
 }
 
 impl Part {
+    fn new() -> Self {
+        Part {
+            best_raw: f32::NEG_INFINITY,
+            dense_bar: f32::NEG_INFINITY,
+            ..Default::default()
+        }
+    }
+
+    /// Keeps `x` among the best variant scores unless [`STRING_POOL`] kept ones already
+    /// reach it. The pool is cut back to the best [`STRING_POOL`] (an O(pool) selection)
+    /// when it doubles: O(1) amortised per kept score and one comparison per dropped one,
+    /// where a sorted insert searches and shifts (most of a chunk's first scores are kept).
+    #[inline]
+    fn keep_dense(&mut self, x: (f32, u32)) {
+        if x.0.total_cmp(&self.dense_bar).is_le() {
+            return;
+        }
+        self.best_dense.push(x);
+        if self.best_dense.len() >= 2 * STRING_POOL {
+            self.cut_dense();
+        }
+    }
+
+    /// Cuts the pool back to its best [`STRING_POOL`] and raises the bar to the least of them.
+    fn cut_dense(&mut self) {
+        if self.best_dense.len() > STRING_POOL {
+            self.best_dense
+                .select_nth_unstable_by(STRING_POOL - 1, by_value);
+            self.best_dense.truncate(STRING_POOL);
+        }
+        if let (STRING_POOL, Some(&(v, _))) = (self.best_dense.len(), self.best_dense.last()) {
+            // After the selection the last kept is the least of them.
+            self.dense_bar = self.dense_bar.max(v);
+        }
+    }
+
     fn merge(mut self, other: Part) -> Part {
         self.dense.merge(&other.dense);
         self.tag.merge(&other.tag);
         self.scoreable += other.scoreable;
         self.above.extend(other.above);
         self.best_raw = self.best_raw.max(other.best_raw);
-        for x in other.best_dense {
-            push_top(&mut self.best_dense, STRING_POOL, x, by_value);
+        // A bar is reached by STRING_POOL kept scores of its part: so the higher one is by
+        // as many of the union.
+        self.dense_bar = self.dense_bar.max(other.dense_bar);
+        self.best_dense.extend(other.best_dense);
+        if self.best_dense.len() >= 2 * STRING_POOL {
+            self.cut_dense();
         }
         self
     }
+
+    /// The best [`STRING_POOL`] variant scores, best first.
+    fn take_best_dense(&mut self) -> Vec<(f32, u32)> {
+        let mut best = std::mem::take(&mut self.best_dense);
+        best.sort_by(by_value);
+        best.truncate(STRING_POOL);
+        best
+    }
 }
 
-/// Scans nodes `lo..hi` (`maxes` is the chunk's scan buffer, kept between chunks) and splits
-/// each node's best dot products into its channels, written at `(i − lo)` of `dense`, `tag`
-/// and `raw`. Nodes are visited one kind at a time, in kind order (each kind's nodes are
-/// ascending in position, so a chunk's are a sub-range found by bisection): the channel
-/// split then branches predictably. Complexity: the chunk's scan plus O(hi − lo).
+/// Splits each node of `lo..hi` into its channels for the query of `prep`, written at
+/// `(i − lo)` of `dense`, `tag` and `raw`, from the chunk's scan `maxes` (node `i`'s best dot
+/// products in `maxes[(i − lo)·stride + offset ..][..probes]`, see
+/// [`super::similarity::scan_queries`]). Nodes are visited one kind at a time, in kind order
+/// (each kind's nodes are ascending in position, so a chunk's are a sub-range found by
+/// bisection): the channel split then branches predictably. Complexity: O(hi − lo).
 #[allow(clippy::too_many_arguments)]
 fn split_chunk(
     prep: &Prepared<'_>,
     idx: &RetrievalIndex,
     floor: f32,
     (lo, hi): (usize, usize),
-    maxes: &mut Vec<f32>,
+    (maxes, stride, offset): (&[f32], usize, usize),
     dense: &mut [f32],
     tag: &mut [f32],
     raw: &mut [f32],
 ) -> Part {
     let m = prep.probes();
-    refill(maxes, (hi - lo) * m, f32::NAN);
-    if m > 0 {
-        prep.scan(idx, (lo, hi), maxes);
-    }
     let w: &BlendWeights = prep.weights();
     let order = idx.kind_order();
-    let mut part = Part {
-        best_raw: f32::NEG_INFINITY,
-        ..Default::default()
-    };
+    let mut part = Part::new();
     for (slot, kind) in MEMORY_KINDS.into_iter().enumerate() {
         let a = idx.kind_start(slot);
         let seg = order.get(a..idx.kind_start(slot + 1)).unwrap_or(&[]);
@@ -214,7 +271,8 @@ fn split_chunk(
         let s1 = seg.partition_point(|&p| (p as usize) < hi);
         for (rank, &i) in (a + s0..).zip(seg.get(s0..s1).unwrap_or(&[])) {
             let (i, off) = (i as usize, i as usize - lo);
-            let vals = maxes.get(off * m..(off + 1) * m).unwrap_or(&[]);
+            let at = off * stride + offset;
+            let vals = maxes.get(at..at + m).unwrap_or(&[]);
             let Some((t, v)) = prep.parts_in(idx, kind, i, rank, vals) else {
                 continue;
             };
@@ -225,7 +283,7 @@ fn split_chunk(
             if let (Some(v), Some(out)) = (v.filter(|v| v.is_finite()), dense.get_mut(off)) {
                 *out = v;
                 part.dense.add(v);
-                push_top(&mut part.best_dense, STRING_POOL, (v, i as u32), by_value);
+                part.keep_dense((v, i as u32));
             }
             let r = blend(w, t, v).filter(|r| r.is_finite());
             if let (Some(r), Some(out)) = (r, raw.get_mut(off)) {
@@ -297,9 +355,9 @@ fn own_habits(
     }
 }
 
-/// Every node's [`DenseChannels`] for `q`, whose habit cosines are `habits`
-/// ([`super::actions::habit_cosines`], for the notes that hold habits; empty when the
-/// caller needs none). Unlike [`super::similarity::similarity`] there is no top-k: the
+/// Every node's [`DenseChannels`] for `q`, with the habit cosines
+/// ([`super::actions::habit_cosines`]) when the notes that hold habits take theirs
+/// (`own_habits` > 0). Unlike [`super::similarity::similarity`] there is no top-k: the
 /// calibrated fusion needs each channel's whole distribution (as statistics). Only the
 /// string channel is skipped for nodes it cannot lift into the best `STRING_POOL` (64)
 /// dense scores. Runs on the rayon pool, chunk by chunk, from `parallel_min_nodes` nodes.
@@ -309,98 +367,258 @@ fn own_habits(
 pub fn similarity_channels(
     idx: &RetrievalIndex,
     q: &EmbeddedQuery,
-    habits: &[f32],
     cfg: &SimilarityConfig,
 ) -> DenseChannels {
     let n = idx.len();
+    similarity_channels_many(idx, &[q], cfg.blend.own_habits > 0.0, cfg)
+        .pop()
+        .unwrap_or_else(|| DenseChannels::empty(n, cfg.similarity_threshold))
+}
+
+/// The output slices of one scan chunk: `(dense, tag, raw, habit cosines)` of each query
+/// (the last empty without habits).
+type ChunkOut<'a> = Vec<[&'a mut [f32]; 4]>;
+
+/// [`similarity_channels`] of several queries at once, in their order, each the same as
+/// alone; with `habits`, each also gets its habit cosines ([`DenseChannels::habit_cosines`],
+/// needed when `own_habits` > 0 or for the action channel). Every chunk of nodes is scanned
+/// once for the probes of all of them, the habits' action rows with the rest (a recall's
+/// sub-queries — the text and its keywords — read the field matrices once instead of once
+/// each, the part of the scan that waits on memory), then split into each query's channels
+/// while its rows are in cache.
+///
+/// Complexity: one pass over the needed fields' rows with Σ probes dot products per row,
+/// plus O(n) and the string channel per query.
+pub fn similarity_channels_many(
+    idx: &RetrievalIndex,
+    queries: &[&EmbeddedQuery],
+    habits: bool,
+    cfg: &SimilarityConfig,
+) -> Vec<DenseChannels> {
+    let n = idx.len();
     let floor = cfg.similarity_threshold;
-    let mut out = DenseChannels::empty(n, floor);
-    if n == 0 {
-        return out;
+    let mut outs: Vec<DenseChannels> = queries
+        .iter()
+        .map(|_| {
+            let mut o = DenseChannels::empty(n, floor);
+            if habits {
+                o.habits = vec![f32::NAN; n];
+            }
+            o
+        })
+        .collect();
+    if n == 0 || queries.is_empty() {
+        return outs;
     }
     idx.with_sim_scratch(|s| {
-        let prep = prepare_plan(idx, q, cfg, s);
-        let w = prep.weights();
-        let DenseChannels {
-            dense, tag, raw, ..
-        } = &mut out;
-        let chunks = |c: usize, (d, t, r): (&mut [f32], &mut [f32], &mut [f32]), maxes: &mut _| {
+        // The first query's buffers come from the index's scratch, the others' are fresh.
+        let preps: Vec<Prepared<'_>> = queries
+            .iter()
+            .enumerate()
+            .map(|(k, q)| {
+                let p = match k {
+                    0 => prepare_plan(idx, q, cfg, s),
+                    _ => prepare_plan(idx, q, cfg, &mut Default::default()),
+                };
+                if habits {
+                    p.with_habits()
+                } else {
+                    p
+                }
+            })
+            .collect();
+        let offsets: Vec<usize> = preps
+            .iter()
+            .scan(0, |at, p| {
+                let o = *at;
+                *at += p.width();
+                Some(o)
+            })
+            .collect();
+        let stride: usize = preps.iter().map(Prepared::width).sum();
+        let mut by_chunk: Vec<ChunkOut<'_>> = (0..n.div_ceil(SCAN_CHUNK))
+            .map(|_| Vec::with_capacity(queries.len()))
+            .collect();
+        for o in &mut outs {
+            let DenseChannels {
+                dense,
+                tag,
+                raw,
+                habits,
+                ..
+            } = o;
+            let mut habits = habits.chunks_mut(SCAN_CHUNK);
+            let slices = dense
+                .chunks_mut(SCAN_CHUNK)
+                .zip(tag.chunks_mut(SCAN_CHUNK))
+                .zip(raw.chunks_mut(SCAN_CHUNK));
+            for (chunk, ((d, t), r)) in by_chunk.iter_mut().zip(slices) {
+                chunk.push([d, t, r, habits.next().unwrap_or(&mut [])]);
+            }
+        }
+        let work = |c: usize, views: ChunkOut<'_>, maxes: &mut Vec<f32>| -> Vec<Part> {
             let lo = c * SCAN_CHUNK;
-            split_chunk(&prep, idx, floor, (lo, lo + d.len()), maxes, d, t, r)
-        };
-        let parts: Vec<Part> = if n >= cfg.parallel_min_nodes {
-            dense
-                .par_chunks_mut(SCAN_CHUNK)
-                .zip(tag.par_chunks_mut(SCAN_CHUNK))
-                .zip(raw.par_chunks_mut(SCAN_CHUNK))
-                .enumerate()
-                .map_init(Vec::new, |maxes, (c, ((d, t), r))| {
-                    chunks(c, (d, t, r), maxes)
+            let hi = (lo + SCAN_CHUNK).min(n);
+            refill(maxes, (hi - lo) * stride, f32::NAN);
+            if stride > 0 {
+                scan_queries(&preps, &offsets, idx, (lo, hi), maxes, stride);
+            }
+            views
+                .into_iter()
+                .zip(preps.iter().zip(&offsets))
+                .map(|([d, t, r, h], (prep, &offset))| {
+                    let scan = (maxes.as_slice(), stride, offset);
+                    habit_chunk(prep, idx, (lo, hi), scan, h);
+                    split_chunk(prep, idx, floor, (lo, hi), scan, d, t, r)
                 })
+                .collect()
+        };
+        let parallel = n >= cfg.parallel_min_nodes;
+        let parts: Vec<Vec<Part>> = if parallel {
+            by_chunk
+                .into_par_iter()
+                .enumerate()
+                .map_init(Vec::new, |maxes, (c, views)| work(c, views, maxes))
                 .collect()
         } else {
             let mut maxes = Vec::new();
-            dense
-                .chunks_mut(SCAN_CHUNK)
-                .zip(tag.chunks_mut(SCAN_CHUNK))
-                .zip(raw.chunks_mut(SCAN_CHUNK))
+            by_chunk
+                .into_iter()
                 .enumerate()
-                .map(|(c, ((d, t), r))| chunks(c, (d, t, r), &mut maxes))
+                .map(|(c, views)| work(c, views, &mut maxes))
                 .collect()
         };
-        let Some(all) = parts.into_iter().reduce(Part::merge) else {
-            prep.release(s);
-            return;
-        };
-        out.dense_stats = all.dense;
-        out.tag_stats = all.tag;
-        out.scoreable = all.scoreable;
-        out.above = all.above;
-        out.above.sort_unstable();
-        let mut best_dense = all.best_dense;
-        if w.own_habits > 0.0 {
-            own_habits(idx, &prep, habits, w.own_habits, all.best_raw, &mut out);
-            // Own habits only raise the holders: refresh the best dense scores with them.
-            for b in &mut best_dense {
-                b.0 = out.get(Slot::Dense, b.1 as usize);
-            }
-            for &h in idx.habit_holders() {
-                let v = out.get(Slot::Dense, h as usize);
-                if v.is_finite() && !best_dense.iter().any(|b| b.1 == h) {
-                    best_dense.push((v, h));
-                }
-            }
-            best_dense.sort_by(by_value);
-            best_dense.truncate(STRING_POOL);
-        }
-        let alpha = w.string_blend_alpha;
-        // The string channel can only raise a node to α·e + (1 − α); nodes that cannot reach
-        // the best STRING_POOL dense scores even then are skipped (their rise would not
-        // change the seeds, and barely the channel's statistics).
-        let bar = match best_dense.get(STRING_POOL - 1) {
-            Some(&(x, _)) => x,
-            None => f32::NEG_INFINITY,
-        };
-        for &i in idx.ident_nodes() {
-            let i = i as usize;
-            let e = out.get(Slot::Dense, i);
-            if !(e.is_finite() && alpha * e + (1.0 - alpha) >= bar) {
-                continue;
-            }
-            // A string score raises a channel only where it exceeds the channel's value.
-            // (`min` ignores a missing raw score.)
-            let st = prep.string(idx, i, e.min(out.get(Slot::Raw, i)));
-            if st <= 0.0 {
-                continue;
-            }
-            for slot in [Slot::Dense, Slot::Raw] {
-                let e = out.get(slot, i);
-                if e.is_finite() {
-                    out.raise(slot, i, e.max(alpha * e + (1.0 - alpha) * st));
-                }
+        // Each query's parts, chunk by chunk in order.
+        let mut merged: Vec<Option<Part>> = queries.iter().map(|_| None).collect();
+        for chunk in parts {
+            for (m, part) in merged.iter_mut().zip(chunk) {
+                *m = Some(match m.take() {
+                    Some(all) => all.merge(part),
+                    None => part,
+                });
             }
         }
-        prep.release(s);
+        let finish = |((prep, all), out): ((&Prepared<'_>, Option<Part>), &mut DenseChannels)| {
+            if let Some(all) = all {
+                finish_channels(idx, prep, all, out, parallel);
+            }
+        };
+        let each = preps.iter().zip(merged).zip(outs.iter_mut());
+        if parallel && queries.len() > 1 {
+            each.par_bridge().for_each(finish);
+        } else {
+            each.for_each(finish);
+        }
+        if let Some(first) = preps.into_iter().next() {
+            first.release(s);
+        }
     });
-    out
+    outs
+}
+
+/// The habit cosines of the procedures among nodes `lo..hi` into `out` (at `i − lo`; nothing
+/// without habit probes): the best of the query's habit columns of the chunk's scan (see
+/// [`split_chunk`] for `maxes`). Complexity: O(procedures in the chunk × habit probes).
+fn habit_chunk(
+    prep: &Prepared<'_>,
+    idx: &RetrievalIndex,
+    (lo, hi): (usize, usize),
+    (maxes, stride, offset): (&[f32], usize, usize),
+    out: &mut [f32],
+) {
+    let h = prep.habit_probes();
+    if h == 0 || out.is_empty() {
+        return;
+    }
+    let slot = MEMORY_KINDS.len();
+    let seg = idx
+        .kind_order()
+        .get(idx.kind_start(slot)..idx.kind_start(slot + 1))
+        .unwrap_or(&[]);
+    let s0 = seg.partition_point(|&p| (p as usize) < lo);
+    let s1 = seg.partition_point(|&p| (p as usize) < hi);
+    for &i in seg.get(s0..s1).unwrap_or(&[]) {
+        let off = i as usize - lo;
+        let at = off * stride + offset + prep.probes();
+        let best = maxes
+            .get(at..at + h)
+            .unwrap_or(&[])
+            .iter()
+            .fold(f32::NAN, |b, &x| b.max(x));
+        if let Some(o) = out.get_mut(off) {
+            *o = best;
+        }
+    }
+}
+
+/// Completes one query's channels from its merged scan `all`: its statistics, the notes that
+/// hold habits raised by their habit cosines, and the string channel of the nodes it can lift
+/// into the best `STRING_POOL` dense scores.
+fn finish_channels(
+    idx: &RetrievalIndex,
+    prep: &Prepared<'_>,
+    mut all: Part,
+    out: &mut DenseChannels,
+    parallel: bool,
+) {
+    let w = prep.weights();
+    let mut best_dense = all.take_best_dense();
+    out.dense_stats = all.dense;
+    out.tag_stats = all.tag;
+    out.scoreable = all.scoreable;
+    out.above = all.above;
+    out.above.sort_unstable();
+    let best_raw = all.best_raw;
+    if w.own_habits > 0.0 {
+        let habits = std::mem::take(&mut out.habits);
+        own_habits(idx, prep, &habits, w.own_habits, best_raw, out);
+        out.habits = habits;
+        // Own habits only raise the holders: refresh the best dense scores with them.
+        for b in &mut best_dense {
+            b.0 = out.get(Slot::Dense, b.1 as usize);
+        }
+        for &h in idx.habit_holders() {
+            let v = out.get(Slot::Dense, h as usize);
+            if v.is_finite() && !best_dense.iter().any(|b| b.1 == h) {
+                best_dense.push((v, h));
+            }
+        }
+        best_dense.sort_by(by_value);
+        best_dense.truncate(STRING_POOL);
+    }
+    let alpha = w.string_blend_alpha;
+    // The string channel can only raise a node to α·e + (1 − α); nodes that cannot reach
+    // the best STRING_POOL dense scores even then are skipped (their rise would not
+    // change the seeds, and barely the channel's statistics).
+    let bar = match best_dense.get(STRING_POOL - 1) {
+        Some(&(x, _)) => x,
+        None => f32::NEG_INFINITY,
+    };
+    let view: &DenseChannels = out;
+    let lift = |&i: &u32| -> Option<(usize, f32)> {
+        let i = i as usize;
+        let e = view.get(Slot::Dense, i);
+        if !(e.is_finite() && alpha * e + (1.0 - alpha) >= bar) {
+            return None;
+        }
+        // A string score raises a channel only where it exceeds the channel's value.
+        // (`min` ignores a missing raw score.)
+        let st = prep.string(idx, i, e.min(view.get(Slot::Raw, i)));
+        (st > 0.0).then_some((i, st))
+    };
+    // A node's string score reads only its own channels, so they are computed side by side
+    // and raised after, in node order (the statistics' sums then add up as in one thread).
+    let lifted: Vec<(usize, f32)> = if parallel {
+        idx.ident_nodes().par_iter().filter_map(lift).collect()
+    } else {
+        idx.ident_nodes().iter().filter_map(lift).collect()
+    };
+    for (i, st) in lifted {
+        for slot in [Slot::Dense, Slot::Raw] {
+            let e = out.get(slot, i);
+            if e.is_finite() {
+                out.raise(slot, i, e.max(alpha * e + (1.0 - alpha) * st));
+            }
+        }
+    }
 }

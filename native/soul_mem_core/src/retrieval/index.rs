@@ -56,9 +56,9 @@ struct RawEdge {
 
 /// Immutable retrieval snapshot of one graph plus its vectors. Queries take `&self`; the PPR
 /// transition matrices (plain and decayed, which depend on the association weights and the
-/// decay), the push workspace and the similarity buffers are cached behind mutexes, so one
-/// index can serve concurrent queries (a contended workspace or buffer set is replaced by a
-/// fresh one rather than waited for).
+/// decay), push workspaces and the similarity buffers are cached behind mutexes, so one
+/// index can serve concurrent queries (a contended buffer set is replaced by a fresh one
+/// rather than waited for; a workspace is taken from a pool).
 #[derive(Debug)]
 pub struct RetrievalIndex {
     version: u64,
@@ -105,7 +105,8 @@ pub struct RetrievalIndex {
     decayed_csr: Mutex<Option<DecayedCsr>>,
     // Transition matrices built so far (tests and benchmarks check the caches with it).
     csr_builds: AtomicU64,
-    workspace: Mutex<PprWorkspace>,
+    // Push workspaces put back after use (sub-queries walk side by side, each with its own).
+    workspaces: Mutex<Vec<PprWorkspace>>,
     sim_scratch: Mutex<SimScratch>,
     // The lexical channel: carried from one snapshot to the next and synced (only changed
     // notes are re-segmented), with its slots mapped to this snapshot's positions.
@@ -322,7 +323,7 @@ impl RetrievalIndex {
             csr: Mutex::new(None),
             decayed_csr: Mutex::new(None),
             csr_builds: AtomicU64::new(0),
-            workspace: Mutex::new(PprWorkspace::new()),
+            workspaces: Mutex::new(Vec::new()),
             sim_scratch: Mutex::new(SimScratch::default()),
             lexical,
             lex_pos,
@@ -523,13 +524,19 @@ impl RetrievalIndex {
         }
     }
 
-    /// Runs `f` with the cached push workspace, or a fresh one when another query holds it.
+    /// Runs `f` with a cached push workspace (a fresh one when every cached one is in use),
+    /// which is kept for later queries afterwards. The pool's lock is held only to take or
+    /// put back a workspace, never while a walk runs.
     pub(crate) fn with_workspace<T>(&self, f: impl FnOnce(&mut PprWorkspace) -> T) -> T {
-        match self.workspace.try_lock() {
-            Ok(mut ws) => f(&mut ws),
-            Err(std::sync::TryLockError::Poisoned(p)) => f(&mut p.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => f(&mut PprWorkspace::new()),
+        let pool = || self.workspaces.lock().unwrap_or_else(|p| p.into_inner());
+        let mut ws = pool().pop().unwrap_or_default();
+        let out = f(&mut ws);
+        let mut kept = pool();
+        // As many as walk at once: one per thread of the pool, and a few callers.
+        if kept.len() < rayon::current_num_threads() + 2 {
+            kept.push(ws);
         }
+        out
     }
 }
 

@@ -44,7 +44,7 @@ pub use config::{
     DefaultPipelineConfig, FusionConfig, FusionMethod, LiftTargets, PipelineConfig,
     ShortOnlyConfig, SimilarityConfig, TypePreference,
 };
-pub use dense_channels::{similarity_channels, DenseChannels};
+pub use dense_channels::{similarity_channels, similarity_channels_many, DenseChannels};
 pub use field_texts::{node_texts, FieldKind};
 pub use field_vectors::{NodeVectors, VectorPlan};
 pub use fusion::{calibrate, Channel};

@@ -1,13 +1,13 @@
 //! Association (PPR), Bayes actions, AssociateWithAction and the DefaultPipeline, with
 //! traced results and the multi-query merge.
 
-use super::actions::{actions_for, habit_cosines};
+use super::actions::actions_for;
 use super::bayes::{actions_from_sources, situation_sources, top, ActionScore};
 use super::config::{
     AssociateWithActionConfig, AssociationConfig, FusionMethod, LiftTargets, PipelineConfig,
     ShortOnlyConfig,
 };
-use super::dense_channels::similarity_channels;
+use super::dense_channels::{similarity_channels_many, DenseChannels};
 use super::fusion::{
     bit, calibrate_in_place, channels_of, fuse_similarity, Channel, FusedSimilarity,
 };
@@ -18,6 +18,7 @@ use super::text_embedder::TextEmbedder;
 use super::top_k::{by_score, top_k};
 use crate::error::{Error, Result};
 use crate::model::{MemoryId, NodeKind};
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize, Serializer};
 use std::collections::HashMap;
 
@@ -265,39 +266,62 @@ pub fn query_terms(q: &SubQuery) -> Vec<String> {
         .collect()
 }
 
-/// Similarity seeds of one sub-query (`habits`: its [`habit_cosines`], for the notes that hold
-/// habits): the calibrated fusion of its channels, the nodes that
+/// Similarity seeds of one sub-query: the calibrated fusion of its channels, the nodes that
 /// pass the floor (on the model's cosine scale; a node with no embedding channel passes on
 /// a shared word), best `max_results` first, and the whole fused table for the merge.
 pub fn seeds_of(
     idx: &RetrievalIndex,
     q: &EmbeddedQuery,
     terms: &[String],
-    habits: &[f32],
     cfg: &PipelineConfig,
 ) -> (Vec<(u32, f64)>, FusedSimilarity) {
-    let lexical = || {
-        if cfg.similarity.fusion.lexical > 0.0 && !terms.is_empty() {
-            idx.lexical_scores(terms)
-        } else {
-            Vec::new()
-        }
+    let habits = cfg.similarity.blend.own_habits > 0.0;
+    let (dense, lexical) = sub_query_channels(idx, &[(q, terms)], habits, cfg)
+        .pop()
+        .unwrap_or_default();
+    fused_seeds(dense, &lexical, cfg)
+}
+
+/// The dense channels (with the habit cosines when `habits`) and the lexical scores of every
+/// sub-query `(query, lexical terms)`, in order. On a large graph the lexical channel runs
+/// beside the dense scan (it fills the gaps where the scan's chunks wait on memory or on
+/// each other), and the sub-queries share one pass of the scan
+/// ([`similarity_channels_many`]).
+fn sub_query_channels(
+    idx: &RetrievalIndex,
+    items: &[(&EmbeddedQuery, &[String])],
+    habits: bool,
+    cfg: &PipelineConfig,
+) -> Vec<(DenseChannels, Vec<f32>)> {
+    let lexical = || -> Vec<Vec<f32>> {
+        items
+            .iter()
+            .map(|(_, terms)| {
+                if cfg.similarity.fusion.lexical > 0.0 && !terms.is_empty() {
+                    idx.lexical_scores(terms)
+                } else {
+                    Vec::new()
+                }
+            })
+            .collect()
     };
-    // The two channels are independent: on a large graph the lexical one runs beside the
-    // dense scan (it fills the gaps where the scan's chunks wait on memory or on each
-    // other), not after it.
+    let queries: Vec<&EmbeddedQuery> = items.iter().map(|i| i.0).collect();
+    let dense = || similarity_channels_many(idx, &queries, habits, &cfg.similarity);
     let (dense, lexical) = if idx.len() >= cfg.similarity.parallel_min_nodes {
-        rayon::join(
-            || similarity_channels(idx, q, habits, &cfg.similarity),
-            lexical,
-        )
+        rayon::join(dense, lexical)
     } else {
-        (
-            similarity_channels(idx, q, habits, &cfg.similarity),
-            lexical(),
-        )
+        (dense(), lexical())
     };
-    let fused = fuse_similarity(dense, &lexical, &cfg.similarity.fusion);
+    dense.into_iter().zip(lexical).collect()
+}
+
+/// The calibrated fusion of one sub-query's channels and its seeds (see [`seeds_of`]).
+fn fused_seeds(
+    dense: DenseChannels,
+    lexical: &[f32],
+    cfg: &PipelineConfig,
+) -> (Vec<(u32, f64)>, FusedSimilarity) {
+    let fused = fuse_similarity(dense, lexical, &cfg.similarity.fusion);
     let candidates = fused
         .candidates
         .iter()
@@ -418,6 +442,11 @@ impl DefaultPipeline {
     /// separate channels with their own limits and never take memory places. ① short-term
     /// context is passed through.
     ///
+    /// How it runs: the sub-queries' similarity channels come from one pass of the field
+    /// scan for all of them; on a graph of `parallel_min_nodes` or more, the scan runs in
+    /// chunks on the rayon pool beside the lexical channel, and the sub-queries' fusion and
+    /// walks run side by side. Each sub-query's outcome is what it would be alone.
+    ///
     /// Errors on invalid configuration or mismatched vectors.
     pub fn run(
         idx: &RetrievalIndex,
@@ -452,12 +481,17 @@ impl DefaultPipeline {
         }
         let (short_history, short_summary) = short_only(&cfg.short_mem_with_history, short);
         let dim = idx.vectors().dim();
-        let mut outcomes = Vec::with_capacity(queries.len());
-        for (q, v) in queries.iter().zip(vectors) {
-            let eq = EmbeddedQuery::assemble(q, v, dim)?;
-            let terms = query_terms(q);
-            outcomes.push((q.priority, Self::run_one(idx, &eq, &terms, cfg, decay)?));
-        }
+        let embedded: Vec<EmbeddedQuery> = queries
+            .iter()
+            .zip(vectors)
+            .map(|(q, v)| EmbeddedQuery::assemble(q, v, dim))
+            .collect::<Result<_>>()?;
+        let terms: Vec<Vec<String>> = queries.iter().map(query_terms).collect();
+        let outcomes: Vec<(u32, QueryOutcome)> = queries
+            .iter()
+            .map(|q| q.priority)
+            .zip(Self::run_all(idx, &embedded, &terms, cfg, decay)?)
+            .collect();
         let max_p = outcomes.iter().map(|o| o.0).max().unwrap_or(0);
         let offset = |p: u32| {
             if max_p == 0 {
@@ -576,21 +610,50 @@ impl DefaultPipeline {
         Self::run_decayed(idx, queries, &vectors, cfg, short, decay)
     }
 
-    fn run_one(
+    /// Every sub-query's outcome, in order: the similarity stage of all of them at once
+    /// ([`sub_query_channels`]: one scan), then each one's fusion, walk and actions — side by side
+    /// on the rayon pool on a large graph (they are independent; each gives what it gives
+    /// alone).
+    fn run_all(
         idx: &RetrievalIndex,
-        q: &EmbeddedQuery,
-        terms: &[String],
+        embedded: &[EmbeddedQuery],
+        terms: &[Vec<String>],
+        cfg: &PipelineConfig,
+        decay: Option<&EdgeDecay>,
+    ) -> Result<Vec<QueryOutcome>> {
+        let awa = &cfg.assoc_with_action;
+        // One scan of the habits serves the notes that hold them and the action channel.
+        let habits = cfg.similarity.blend.own_habits > 0.0 || awa.habit_match > 0.0;
+        let items: Vec<(&EmbeddedQuery, &[String])> = embedded
+            .iter()
+            .zip(terms)
+            .map(|(q, t)| (q, t.as_slice()))
+            .collect();
+        let channels = sub_query_channels(idx, &items, habits, cfg);
+        let one = |(mut dense, lexical): (DenseChannels, Vec<f32>)| {
+            let habits = std::mem::take(&mut dense.habits);
+            let (seeds, fused) = fused_seeds(dense, &lexical, cfg);
+            Self::associate(idx, &habits, seeds, &fused, cfg, decay)
+        };
+        if idx.len() >= cfg.similarity.parallel_min_nodes && channels.len() > 1 {
+            channels.into_par_iter().map(one).collect()
+        } else {
+            channels.into_iter().map(one).collect()
+        }
+    }
+
+    /// One sub-query's outcome from its similarity `seeds` and `fused` table (`habits`: its
+    /// habit cosines): the walk from the seeds, the lift of what it reached, the actions and
+    /// the self-knowledge.
+    fn associate(
+        idx: &RetrievalIndex,
+        habits: &[f32],
+        seeds: Vec<(u32, f64)>,
+        fused: &FusedSimilarity,
         cfg: &PipelineConfig,
         decay: Option<&EdgeDecay>,
     ) -> Result<QueryOutcome> {
         let awa = &cfg.assoc_with_action;
-        // One scan of the habits serves the notes that hold them and the action channel.
-        let habits = if cfg.similarity.blend.own_habits > 0.0 || awa.habit_match > 0.0 {
-            habit_cosines(idx, q)
-        } else {
-            Vec::new()
-        };
-        let (seeds, fused) = seeds_of(idx, q, terms, &habits, cfg);
         let a = &cfg.assoc_with_action.association;
         let gamma = a.hub_exponent;
         let mut sources: Vec<(u32, f64)> = seeds
@@ -600,7 +663,7 @@ impl DefaultPipeline {
         // A query that describes a habit (the self answers for it) also starts the walk
         // where the habit happens: its trigger situations, at the self's seed weight times
         // the link's probability.
-        let habit_walk = habit_triggers(idx, &fused, &seeds);
+        let habit_walk = habit_triggers(idx, fused, &seeds);
         if let Some(h) = &habit_walk {
             for &(i, p) in &h.triggers {
                 let w = h.weight.powf(a.seed_exponent) * p * specificity(idx, i, gamma);
@@ -740,7 +803,7 @@ impl DefaultPipeline {
             .collect();
 
         let sit_sources = top_k(sit_sources.into_iter(), cfg.max_memories, by_score);
-        let actions = actions_for(idx, &habits, &sit_sources, awa, fcfg);
+        let actions = actions_for(idx, habits, &sit_sources, awa, fcfg);
 
         // Self-knowledge: procedures linked from semantic memories (never actions).
         let mut sk: HashMap<u32, (f64, Vec<u32>)> = HashMap::new();

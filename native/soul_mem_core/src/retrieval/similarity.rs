@@ -32,6 +32,10 @@ pub(super) struct Prepared<'a> {
     /// Tag channel per node by kind-order rank (empty when the query has no tags).
     tags: Vec<f32>,
     maxes: Vec<f32>,
+    /// The query vectors compared with the habits' action rows when the scan also makes the
+    /// habit cosines ([`Prepared::with_habits`]; empty otherwise), in the columns after the
+    /// plan's probes.
+    habits: Vec<&'a QVec>,
 }
 
 fn opt_max(a: Option<f32>, b: Option<f32>) -> Option<f32> {
@@ -187,22 +191,56 @@ impl<'a> Plan<'a> {
         Plan { probes, units }
     }
 
-    /// Fills `out` (`(hi − lo) × probes`, NaN) for nodes `lo..hi`: one pass per field over
-    /// its rows, with every probe of that field.
-    fn scan(&self, idx: &RetrievalIndex, (lo, hi): (usize, usize), out: &mut [f32]) {
-        let stride = self.probes.len();
-        let mut batch: Vec<FieldProbe<'_>> = Vec::with_capacity(stride);
-        for field in FieldKind::ROW_KINDS {
-            batch.clear();
-            batch.extend(
-                self.probes
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, p)| p.field == field)
-                    .map(|(slot, p)| FieldProbe { q: p.q, slot }),
-            );
-            idx.vectors()
-                .scan_max_q8(field, &batch, (lo, hi), out, stride);
+    /// Appends this plan's probes of `field` to `batch`, in columns from `offset` on.
+    fn field_probes<'p>(
+        &'p self,
+        field: FieldKind,
+        offset: usize,
+        batch: &mut Vec<FieldProbe<'p>>,
+    ) {
+        batch.extend(
+            self.probes
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| p.field == field)
+                .map(|(slot, p)| FieldProbe {
+                    q: p.q,
+                    slot: offset + slot,
+                }),
+        );
+    }
+}
+
+/// Fills `out` (`(hi − lo) × stride`, NaN) for nodes `lo..hi` with the probes of every
+/// query in `preps` (and its habit probes, if any), query `k`'s in the
+/// [`Prepared::width`] columns from `offsets[k]` on: one pass per field over
+/// its rows, each row compared with every probe of that field of every query while it is in
+/// cache (several sub-queries of one recall read the matrix once).
+pub(super) fn scan_queries(
+    preps: &[Prepared<'_>],
+    offsets: &[usize],
+    idx: &RetrievalIndex,
+    range: (usize, usize),
+    out: &mut [f32],
+    stride: usize,
+) {
+    let mut batch: Vec<FieldProbe<'_>> = Vec::with_capacity(stride);
+    for field in FieldKind::ROW_KINDS {
+        batch.clear();
+        for (p, &offset) in preps.iter().zip(offsets) {
+            p.plan.field_probes(field, offset, &mut batch);
+            if field == FieldKind::ProcAction {
+                let at = offset + p.probes();
+                batch.extend(
+                    p.habits
+                        .iter()
+                        .enumerate()
+                        .map(|(j, &q)| FieldProbe { q, slot: at + j }),
+                );
+            }
+        }
+        if !batch.is_empty() {
+            idx.vectors().scan_max_q8(field, &batch, range, out, stride);
         }
     }
 }
@@ -566,6 +604,7 @@ pub(super) fn prepare_plan<'a>(
         plan: Plan::new(q, &cfg.blend),
         tags: std::mem::take(&mut s.tags),
         maxes: std::mem::take(&mut s.maxes),
+        habits: Vec::new(),
     }
 }
 
@@ -611,11 +650,35 @@ impl Prepared<'_> {
         self.plan.probes.len()
     }
 
+    /// The scan also compares the habits' action rows with the query
+    /// ([`super::actions::habit_cosines`]), in [`Self::habit_probes`] more columns.
+    pub(super) fn with_habits(mut self) -> Self {
+        self.habits = super::actions::habit_probe_vectors(self.q);
+        self
+    }
+
+    /// The habit columns after the probes (0 unless [`Self::with_habits`]).
+    pub(super) fn habit_probes(&self) -> usize {
+        self.habits.len()
+    }
+
+    /// The columns of one node's row in [`scan_queries`]: the probes and the habit probes.
+    pub(super) fn width(&self) -> usize {
+        self.probes() + self.habit_probes()
+    }
+
     /// The best dot product of every probe for the nodes `lo..hi` into `out`
     /// (`(hi − lo) × probes`, filled with NaN by the caller; NaN stays where a node has no
     /// rows of the probe's field).
     pub(super) fn scan(&self, idx: &RetrievalIndex, range: (usize, usize), out: &mut [f32]) {
-        self.plan.scan(idx, range, out);
+        scan_queries(
+            std::slice::from_ref(self),
+            &[0],
+            idx,
+            range,
+            out,
+            self.probes(),
+        );
     }
 
     /// The blend weights of the query's configuration.

@@ -262,6 +262,48 @@ fn make_query(s: &Synthetic, rng: &mut Rng) -> (SubQuery, QueryVectors) {
     (q, vecs)
 }
 
+/// A chat message as `soul_mem_core::text::text_queries` makes it: the text as a Situation
+/// narrative query tagged with its keywords (priority 2) and one Semantic identifier query per
+/// keyword (priority 1); 4 keywords, each the name of a note (the string channel finds it).
+fn make_message(s: &Synthetic, rng: &mut Rng) -> (Vec<SubQuery>, Vec<QueryVectors>) {
+    use soul_mem_core::retrieval::query::{QuerySlot, SemQueryUnit, SitQueryUnit};
+    let topic = rng.below(TOPICS);
+    let words: Vec<String> = (0..4)
+        .map(|_| format!("概念{}", rng.below(s.graph.len())))
+        .collect();
+    let mut queries = vec![SubQuery {
+        priority: 2,
+        tag: words.clone(),
+        variant: QueryVariant::Situation(vec![SitQueryUnit {
+            narrative: format!("情境{topic}"),
+            ..Default::default()
+        }]),
+    }];
+    queries.extend(words.iter().map(|w| SubQuery {
+        priority: 1,
+        tag: vec![w.clone()],
+        variant: QueryVariant::Semantic(vec![SemQueryUnit {
+            concept_identifier: w.clone(),
+            description: String::new(),
+        }]),
+    }));
+    // Keywords come from the text: their vectors lie near its topic.
+    let vectors = queries
+        .iter()
+        .map(|q| {
+            QueryTexts::of(q)
+                .items
+                .iter()
+                .map(|(slot, _)| match slot {
+                    QuerySlot::Tag(_) => around(rng, &s.centroids[topic], 0.8),
+                    _ => around(rng, &s.centroids[topic], 0.5),
+                })
+                .collect()
+        })
+        .collect();
+    (queries, vectors)
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
@@ -290,9 +332,27 @@ fn dump(
     cfg: &PipelineConfig,
     queries: &[(SubQuery, QueryVectors)],
     embedded: &[EmbeddedQuery],
+    messages: &[(Vec<SubQuery>, Vec<QueryVectors>)],
 ) -> soul_mem_core::Result<()> {
     use std::fmt::Write as _;
     let mut out = String::new();
+    let results = |r: &PipelineResult| {
+        let mem: Vec<_> = r
+            .memories
+            .iter()
+            .map(|m| (m.readable_id.clone(), m.score.to_bits(), m.stage))
+            .collect();
+        let act: Vec<_> = r
+            .actions
+            .iter()
+            .map(|m| (m.readable_id.clone(), m.score.to_bits()))
+            .collect();
+        format!("mem={mem:?}\nact={act:?}")
+    };
+    for (k, (qs, vs)) in messages.iter().enumerate() {
+        let r = DefaultPipeline::run(idx, qs, vs, cfg, None)?;
+        let _ = writeln!(out, "n={n} message={k}\n{}", results(&r));
+    }
     for (k, ((q, v), eq)) in queries.iter().zip(embedded).enumerate() {
         let sim = similarity(idx, eq, &cfg.similarity);
         let sim: Vec<(u32, u32)> = sim.iter().map(|(i, s)| (*i, s.to_bits())).collect();
@@ -304,18 +364,7 @@ fn dump(
             cfg,
             None,
         )?;
-        let mem: Vec<_> = r
-            .memories
-            .iter()
-            .map(|m| (m.readable_id.clone(), m.score.to_bits(), m.stage))
-            .collect();
-        let _ = writeln!(out, "n={n} q={k} mem={mem:?}");
-        let act: Vec<_> = r
-            .actions
-            .iter()
-            .map(|m| (m.readable_id.clone(), m.score.to_bits()))
-            .collect();
-        let _ = writeln!(out, "n={n} q={k} act={act:?}");
+        let _ = writeln!(out, "n={n} q={k}\n{}", results(&r));
     }
     std::fs::OpenOptions::new()
         .create(true)
@@ -337,6 +386,7 @@ pub fn retrieval(
         "| nodes | edges | PPR push p50/p99 ms | pushes (avg) | power iter (50 it) p50/p99 ms | similarity p50/p99 ms | lexical p50/p99 ms | pipeline p50/p99 ms | memories/actions (avg) | matrix rebuilds | lexical update, 1 note p50/p99 ms |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    let mut message_rows = Vec::new();
     for &n in sizes {
         let build = Instant::now();
         let s = synth(n, 0xB3C4 ^ n as u64)?;
@@ -377,8 +427,10 @@ pub fn retrieval(
             .iter()
             .map(|(q, v)| EmbeddedQuery::assemble(q, v, idx.vectors().dim()))
             .collect::<soul_mem_core::Result<_>>()?;
+        let messages: Vec<(Vec<SubQuery>, Vec<QueryVectors>)> =
+            (0..50).map(|_| make_message(&s, &mut rng)).collect();
         if let Ok(path) = std::env::var("SOUL_BENCH_DUMP") {
-            dump(&path, n, &idx, &cfg, &queries, &embedded)?;
+            dump(&path, n, &idx, &cfg, &queries, &embedded, &messages)?;
         }
         let run = |q: &SubQuery, v: &QueryVectors| {
             DefaultPipeline::run_decayed(
@@ -440,6 +492,21 @@ pub fn retrieval(
             }
         }
         let built = idx.csr_builds() - builds_before;
+        // A whole chat message: its five sub-queries in one pipeline run.
+        let run_message = |(qs, vs): &(Vec<SubQuery>, Vec<QueryVectors>)| {
+            DefaultPipeline::run_decayed(&idx, qs, vs, &cfg, None, Some(&decay))
+        };
+        for m in messages.iter().take(5) {
+            run_message(m)?;
+        }
+        let message_t: Vec<f64> = (0..reps)
+            .map(|r| {
+                let mut res = Ok(());
+                let ms = time_ms(|| res = run_message(&messages[r % messages.len()]).map(|_| ()));
+                res.map(|_| ms)
+            })
+            .collect::<soul_mem_core::Result<_>>()?;
+        message_rows.push((n, stats(message_t)));
         // The lexical channel alone, and one note added to (a copy of) its index.
         let terms: Vec<Vec<String>> = queries.iter().map(|(q, _)| query_terms(q)).collect();
         let lex_t: Vec<f64> = (0..reps)
@@ -491,6 +558,12 @@ pub fn retrieval(
             mems as f64 / reps as f64,
             acts as f64 / reps as f64,
         );
+    }
+    println!();
+    println!("| nodes | a chat message (text + 4 keywords: 5 sub-queries) pipeline p50/p99 ms |");
+    println!("|---|---|");
+    for (n, (p50, p99)) in message_rows {
+        println!("| {n} | {p50:.3} / {p99:.3} |");
     }
     Ok(())
 }
