@@ -9,7 +9,7 @@ use soul_mem_core::engine::{EmbedderChoice, Engine};
 use soul_mem_core::graph::MemoryGraph;
 use soul_mem_core::model::*;
 use soul_mem_core::retrieval::{HashEmbedder, PipelineConfig, SubQuery, TextEmbedder};
-use soul_mem_core::store::{Change, Store};
+use soul_mem_core::store::{Change, ForgetState, Store};
 use soul_mem_core::working::{WorkingConfig, WorkingMemory};
 use std::path::PathBuf;
 
@@ -232,6 +232,51 @@ fn cap_releases_least_recently_activated_non_core_notes_persisting_them_first() 
     let back = e.graph().get(&id("n2")).unwrap();
     assert_eq!(back.retrieval_count, 1);
     assert!(resident(&e).contains(&"self".to_string()), "core stays");
+}
+
+fn state(degree: f64, at: i64) -> ForgetState {
+    ForgetState {
+        missing_degree: degree,
+        band: 1,
+        revised_text: None,
+        original_text: None,
+        updated_at: t(at),
+    }
+}
+
+#[test]
+fn a_released_note_writes_its_forgetting_state_only_when_it_moved() {
+    let mut s = chain_store("release_states", 30);
+    s.apply(&[
+        Change::SetForgetState(id("n1"), state(0.2, 10)),
+        Change::SetForgetState(id("n2"), state(0.3, 10)),
+    ])
+    .unwrap();
+    let (mut e, mut wm) = open(&mut s, one_seed(1, 3));
+    wm.activate_texts(&mut e, &mut s, &[&content(2)]).unwrap();
+    assert_eq!(e.forget_state(&id("n1")), Some(&state(0.2, 10)), "loaded");
+    // n2's state moves in memory; n1's does not, while the store's copy of it changes
+    // (a stand-in for a write that did not go through this working memory).
+    e.set_forget_state(id("n2"), state(0.6, 20)).unwrap();
+    s.apply(&[Change::SetForgetState(id("n1"), state(0.25, 30))])
+        .unwrap();
+    let r = wm.activate_texts(&mut e, &mut s, &[&content(10)]).unwrap();
+    assert!(r.released.contains(&"n1".to_string()));
+    assert!(r.released.contains(&"n2".to_string()));
+    let stored = s.forget_states_of(&[id("n1"), id("n2")]).unwrap();
+    assert_eq!(
+        stored.get(&id("n2")),
+        Some(&state(0.6, 20)),
+        "moved: written"
+    );
+    assert_eq!(
+        stored.get(&id("n1")),
+        Some(&state(0.25, 30)),
+        "unchanged since it was loaded: not written again"
+    );
+    // Loaded again, n2 comes back with the state it was released with.
+    wm.activate_texts(&mut e, &mut s, &[&content(2)]).unwrap();
+    assert_eq!(e.forget_state(&id("n2")), Some(&state(0.6, 20)));
 }
 
 #[test]

@@ -301,7 +301,9 @@ impl WorkingMemory {
             engine.graph_mut().insert(note)?;
             if let Some(s) = states.remove(&id) {
                 // A stored state the engine refuses (out of range) is dropped, not fatal.
-                let _ = engine.set_forget_state(id, s);
+                if engine.set_forget_state(id, s.clone()).is_ok() {
+                    self.clean_states.insert(id, s);
+                }
             }
             self.touch_one(id);
             report.loaded.push(readable);

@@ -73,6 +73,18 @@ impl WorkingMemory {
         });
         changes.extend(extra.iter().cloned());
         self.upsert_notes(store, &notes, &changes)?;
+        // What the store now holds (`extra`'s states after the engine's: the later wins).
+        for ch in &changes {
+            match ch {
+                Change::SetForgetState(id, s) => {
+                    self.clean_states.insert(*id, s.clone());
+                }
+                Change::ClearForgetState(id) => {
+                    self.clean_states.remove(id);
+                }
+                _ => {}
+            }
+        }
         if !updates.is_empty() {
             store.put_embeddings(&self.model, &updates)?;
         }
@@ -172,7 +184,11 @@ impl WorkingMemory {
                 continue;
             };
             full.links.retain(|l| !self.deleted.contains(&l.to));
-            if let Some(s) = engine.forget_state(id) {
+            // The store holds the state as loaded (or last written): write it only if it moved.
+            if let Some(s) = engine
+                .forget_state(id)
+                .filter(|s| self.clean_states.get(id) != Some(*s))
+            {
                 states.push(Change::SetForgetState(*id, s.clone()));
             }
             let changed = self.clean.get(id).is_none_or(|c| !unchanged(c, &full));
@@ -213,6 +229,7 @@ impl WorkingMemory {
             engine.clear_forget_state(id);
             self.last.remove(id);
             self.clean.remove(id);
+            self.clean_states.remove(id);
         }
     }
 
@@ -224,6 +241,7 @@ impl WorkingMemory {
         self.index.remove(id);
         self.last.remove(id);
         self.clean.remove(id);
+        self.clean_states.remove(id);
         self.deleted.insert(*id);
     }
 }

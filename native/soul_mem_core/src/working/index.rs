@@ -19,7 +19,31 @@ use crate::model::MemoryId;
 use crate::retrieval::dot::unit_vector;
 use crate::retrieval::field_vectors::{quantise_q8, QVec};
 use crate::retrieval::{EmbedKind, TextEmbedder};
+use rayon::prelude::*;
 use serde::Serialize;
+
+/// From this many rows on, [`LongTermIndex::top_k`] scans on the rayon pool (below, one
+/// thread: the task overhead would outweigh the split).
+const PARALLEL_ROWS: usize = 20_000;
+
+/// Rows per parallel scan task (3 MB of int8 rows at 384 dimensions).
+const SCAN_ROWS: usize = 8_192;
+
+/// Inserts `x` into `list`, the best `k` so far: higher score first, ties by lower id (a
+/// total order on finite scores, so the best k of any split of the rows are the same).
+/// Complexity: O(log k) to reject, O(k) to insert.
+fn push_best(list: &mut Vec<(f32, MemoryId)>, k: usize, (s, id): (f32, MemoryId)) {
+    if list.len() == k {
+        if let Some(worst) = list.last() {
+            if s < worst.0 || (s == worst.0 && id > worst.1) {
+                return;
+            }
+        }
+    }
+    let at = list.partition_point(|(bs, bid)| *bs > s || (*bs == s && *bid < id));
+    list.insert(at, (s, id));
+    list.truncate(k);
+}
 
 /// (note, SHA-256 of its primary text, vector): one row of the `embeddings` table.
 pub(super) type VectorRow = (MemoryId, [u8; 32], Vec<f32>);
@@ -233,8 +257,8 @@ impl LongTermIndex {
 
     /// The `k` best rows for each normalised query of `queries`, best first (ties by id).
     /// Scan: by the int8 dot product, in one pass over the rows
-    /// ([`QVec::for_each_dot_q8_many`]: a recall's several query vectors cost about one scan),
-    /// O(n·dim·q + n·q·log k). Graph: one HNSW search per query, O(q · log n). Queries of
+    /// ([`QVec::for_each_dot_q8_many`]: a recall's several query vectors cost about one scan;
+    /// from [`PARALLEL_ROWS`] rows in chunks on the rayon pool), O(n·dim·q + n·q·log k). Graph: one HNSW search per query, O(q · log n). Queries of
     /// another dimension get nothing.
     pub(super) fn top_k(
         &self,
@@ -254,22 +278,46 @@ impl LongTermIndex {
                     .iter()
                     .map(|&p| QVec::new(queries[p].to_vec()))
                     .collect();
-                QVec::for_each_dot_q8_many(&qs, q8, scales, |i, u, s| {
-                    if !keep(s) {
-                        return;
-                    }
-                    let list = &mut best[usable[u]];
-                    if list.len() == k {
-                        let worst = list[k - 1];
-                        if s < worst.0 || (s == worst.0 && self.ids[i] > worst.1) {
+                let n = scales.len();
+                // The best k of rows lo..hi for each query (score first, ties by id).
+                let scan = |(lo, hi): (usize, usize)| -> Vec<Vec<(f32, MemoryId)>> {
+                    let mut best = vec![Vec::with_capacity(k + 1); qs.len()];
+                    let (Some(rows), Some(row_scales)) =
+                        (q8.get(lo * self.dim..hi * self.dim), scales.get(lo..hi))
+                    else {
+                        return best;
+                    };
+                    QVec::for_each_dot_q8_many(&qs, rows, row_scales, |j, u, s| {
+                        let (Some(list), Some(&id)) = (best.get_mut(u), self.ids.get(lo + j))
+                        else {
                             return;
+                        };
+                        if keep(s) {
+                            push_best(list, k, (s, id));
+                        }
+                    });
+                    best
+                };
+                // A large index is scanned in chunks on the rayon pool; the best k of the
+                // union of each chunk's best k are the best k of all (a total order).
+                let parts: Vec<Vec<Vec<(f32, MemoryId)>>> = if n >= PARALLEL_ROWS {
+                    (0..n.div_ceil(SCAN_ROWS))
+                        .into_par_iter()
+                        .map(|c| scan((c * SCAN_ROWS, ((c + 1) * SCAN_ROWS).min(n))))
+                        .collect()
+                } else {
+                    vec![scan((0, n))]
+                };
+                for part in parts {
+                    for (u, list) in part.into_iter().enumerate() {
+                        let Some(into) = usable.get(u).and_then(|&p| best.get_mut(p)) else {
+                            continue;
+                        };
+                        for x in list {
+                            push_best(into, k, x);
                         }
                     }
-                    let id = self.ids[i];
-                    let at = list.partition_point(|(bs, bid)| *bs > s || (*bs == s && *bid < id));
-                    list.insert(at, (s, id));
-                    list.truncate(k);
-                });
+                }
             }
             Rows::Graph(ann) => {
                 for &p in &usable {

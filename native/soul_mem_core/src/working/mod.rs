@@ -258,6 +258,8 @@ pub struct WorkingMemory {
     links: StoredLinks,
     // The note as loaded (links complete, sorted by id): a release writes only changed notes.
     clean: IdMap<MemoryNote>,
+    // The forgetting state as loaded or last written: a release writes only changed ones.
+    clean_states: IdMap<crate::store::ForgetState>,
     // Notes deleted through a checkpoint: links to them that still wait as pending in the
     // graph are never written back.
     deleted: IdSet,

@@ -98,6 +98,7 @@ impl WorkingMemory {
             last: Default::default(),
             links,
             clean: Default::default(),
+            clean_states: Default::default(),
             deleted: Default::default(),
         };
         let resident: Vec<MemoryId> = engine.graph().notes().map(|n| n.id).collect();
