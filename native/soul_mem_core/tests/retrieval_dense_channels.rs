@@ -267,3 +267,38 @@ fn sub_queries_scanned_together_get_what_each_gets_alone() {
     let none = similarity_channels_many(&idx, &[], true, &PipelineConfig::default().similarity);
     assert!(none.is_empty());
 }
+
+#[test]
+fn a_request_of_many_sub_queries_runs_in_groups_with_the_same_result() {
+    // More sub-queries than share one scan: they run group by group, and each group's
+    // outcome is what its sub-queries give alone, in one thread and many.
+    let g = big();
+    let e = HashEmbedder::new(64).unwrap();
+    let idx = RetrievalIndex::build_with_embedder(&g, &e).unwrap();
+    let mut qs = Vec::new();
+    for (i, t) in [
+        "小红在下雨的花园里喝红茶",
+        "画稿拖延",
+        "钢琴和猫",
+        "第40天聊天",
+    ]
+    .iter()
+    .enumerate()
+    {
+        qs.extend(queries());
+        qs.extend(soul_mem_core::text::text_queries(t, 4));
+        if let Some(q) = qs.last_mut() {
+            q.priority = i as u32 + 1;
+        }
+    }
+    assert!(qs.len() > 16, "{} sub-queries: several groups", qs.len());
+    let mut one = PipelineConfig::default();
+    one.similarity.similarity_threshold = 0.3;
+    one.similarity.parallel_min_nodes = usize::MAX;
+    let mut many = one.clone();
+    many.similarity.parallel_min_nodes = 0;
+    let a = DefaultPipeline::run_with_embedder(&idx, &qs, &e, &one, None).unwrap();
+    let b = DefaultPipeline::run_with_embedder(&idx, &qs, &e, &many, None).unwrap();
+    assert!(!a.memories.is_empty());
+    assert_eq!(a, b);
+}

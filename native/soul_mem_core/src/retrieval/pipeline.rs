@@ -330,6 +330,14 @@ fn fused_seeds(
     (seeds, fused)
 }
 
+/// Most sub-queries of one recall that share a pass of the similarity scan (a chat message
+/// makes five: the text and four keywords).
+const SHARED_SCAN_QUERIES: usize = 8;
+
+/// Most query texts (vectors) of the sub-queries that share a pass: bounds the scan's
+/// per-chunk buffer (a column per probe) whatever the sub-queries hold.
+const SHARED_SCAN_TEXTS: usize = 48;
+
 /// Where a habit the query describes happens: see [`habit_triggers`].
 struct HabitWalk {
     /// The habit (procedure position).
@@ -443,7 +451,8 @@ impl DefaultPipeline {
     /// context is passed through.
     ///
     /// How it runs: the sub-queries' similarity channels come from one pass of the field
-    /// scan for all of them; on a graph of `parallel_min_nodes` or more, the scan runs in
+    /// scan for all of them (in groups of up to eight, so a request of many holds a group's
+    /// channels at a time); on a graph of `parallel_min_nodes` or more, the scan runs in
     /// chunks on the rayon pool beside the lexical channel, and the sub-queries' fusion and
     /// walks run side by side. Each sub-query's outcome is what it would be alone.
     ///
@@ -487,11 +496,32 @@ impl DefaultPipeline {
             .map(|(q, v)| EmbeddedQuery::assemble(q, v, dim))
             .collect::<Result<_>>()?;
         let terms: Vec<Vec<String>> = queries.iter().map(query_terms).collect();
-        let outcomes: Vec<(u32, QueryOutcome)> = queries
-            .iter()
-            .map(|q| q.priority)
-            .zip(Self::run_all(idx, &embedded, &terms, cfg, decay)?)
-            .collect();
+        // Sub-queries share a scan in groups: a recall's few (the text and its keywords) go
+        // together, while a request of many holds a group's channels at a time, not all of
+        // them (each is a few floats per node).
+        let mut outcomes: Vec<(u32, QueryOutcome)> = Vec::with_capacity(queries.len());
+        let mut start = 0;
+        while start < queries.len() {
+            let mut end = start + 1;
+            let mut texts = vectors.get(start).map_or(0, Vec::len);
+            while end < queries.len() && end - start < SHARED_SCAN_QUERIES {
+                texts += vectors.get(end).map_or(0, Vec::len);
+                if texts > SHARED_SCAN_TEXTS {
+                    break;
+                }
+                end += 1;
+            }
+            let (Some(e), Some(t), Some(q)) = (
+                embedded.get(start..end),
+                terms.get(start..end),
+                queries.get(start..end),
+            ) else {
+                break;
+            };
+            let run = Self::run_all(idx, e, t, cfg, decay)?;
+            outcomes.extend(q.iter().map(|q| q.priority).zip(run));
+            start = end;
+        }
         let max_p = outcomes.iter().map(|o| o.0).max().unwrap_or(0);
         let offset = |p: u32| {
             if max_p == 0 {
