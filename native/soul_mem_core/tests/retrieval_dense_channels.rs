@@ -43,6 +43,16 @@ fn big() -> soul_mem_core::graph::MemoryGraph {
     graph(notes)
 }
 
+/// The tests' configuration on one thread and on many (every scan split in chunks).
+fn one_thread_and_many() -> (PipelineConfig, PipelineConfig) {
+    let mut one = PipelineConfig::default();
+    one.similarity.similarity_threshold = 0.3;
+    one.similarity.parallel_min_nodes = usize::MAX;
+    let mut many = one.clone();
+    many.similarity.parallel_min_nodes = 0;
+    (one, many)
+}
+
 fn query(json: &str) -> SubQuery {
     serde_json::from_str(json).unwrap()
 }
@@ -125,11 +135,7 @@ fn one_thread_and_many_give_the_same_channels() {
     let g = big();
     let e = HashEmbedder::new(64).unwrap();
     let idx = RetrievalIndex::build_with_embedder(&g, &e).unwrap();
-    let mut one = PipelineConfig::default();
-    one.similarity.similarity_threshold = 0.3;
-    one.similarity.parallel_min_nodes = usize::MAX;
-    let mut many = one.clone();
-    many.similarity.parallel_min_nodes = 0;
+    let (one, many) = one_thread_and_many();
     for q in queries() {
         let (a, fa, _) = fused(&idx, &q, &e, &one);
         let (b, fb, _) = fused(&idx, &q, &e, &many);
@@ -187,11 +193,7 @@ fn the_whole_pipeline_is_the_same_on_one_thread_and_many() {
     let g = big();
     let e = HashEmbedder::new(64).unwrap();
     let idx = RetrievalIndex::build_with_embedder(&g, &e).unwrap();
-    let mut one = PipelineConfig::default();
-    one.similarity.similarity_threshold = 0.3;
-    one.similarity.parallel_min_nodes = usize::MAX;
-    let mut many = one.clone();
-    many.similarity.parallel_min_nodes = 0;
+    let (one, many) = one_thread_and_many();
     let mut qs = queries();
     qs.extend(soul_mem_core::text::text_queries(
         "小红在下雨的花园里喝红茶",
@@ -292,11 +294,7 @@ fn a_request_of_many_sub_queries_runs_in_groups_with_the_same_result() {
         }
     }
     assert!(qs.len() > 16, "{} sub-queries: several groups", qs.len());
-    let mut one = PipelineConfig::default();
-    one.similarity.similarity_threshold = 0.3;
-    one.similarity.parallel_min_nodes = usize::MAX;
-    let mut many = one.clone();
-    many.similarity.parallel_min_nodes = 0;
+    let (one, many) = one_thread_and_many();
     let a = DefaultPipeline::run_with_embedder(&idx, &qs, &e, &one, None).unwrap();
     let b = DefaultPipeline::run_with_embedder(&idx, &qs, &e, &many, None).unwrap();
     assert!(!a.memories.is_empty());
