@@ -53,6 +53,13 @@ fn one_thread_and_many() -> (PipelineConfig, PipelineConfig) {
     (one, many)
 }
 
+/// [`big`] indexed with a 64-dimension hash embedder (returned for the queries).
+fn big_index() -> (HashEmbedder, RetrievalIndex) {
+    let e = HashEmbedder::new(64).unwrap();
+    let idx = RetrievalIndex::build_with_embedder(&big(), &e).unwrap();
+    (e, idx)
+}
+
 fn query(json: &str) -> SubQuery {
     serde_json::from_str(json).unwrap()
 }
@@ -112,9 +119,7 @@ fn assert_same(a: &FusedSimilarity, b: &FusedSimilarity) {
 
 #[test]
 fn the_statistics_kept_while_writing_are_those_of_the_final_values() {
-    let g = big();
-    let e = HashEmbedder::new(64).unwrap();
-    let idx = RetrievalIndex::build_with_embedder(&g, &e).unwrap();
+    let (e, idx) = big_index();
     assert!(idx.len() > 2 * 4096);
     let mut cfg = PipelineConfig::default();
     cfg.similarity.similarity_threshold = 0.3;
@@ -132,9 +137,7 @@ fn the_statistics_kept_while_writing_are_those_of_the_final_values() {
 
 #[test]
 fn one_thread_and_many_give_the_same_channels() {
-    let g = big();
-    let e = HashEmbedder::new(64).unwrap();
-    let idx = RetrievalIndex::build_with_embedder(&g, &e).unwrap();
+    let (e, idx) = big_index();
     let (one, many) = one_thread_and_many();
     for q in queries() {
         let (a, fa, _) = fused(&idx, &q, &e, &one);
@@ -190,9 +193,7 @@ fn a_recalls_sub_queries_are_embedded_in_one_call() {
 #[test]
 fn the_whole_pipeline_is_the_same_on_one_thread_and_many() {
     // Many threads: the dense scan in chunks beside the lexical channel; one: in sequence.
-    let g = big();
-    let e = HashEmbedder::new(64).unwrap();
-    let idx = RetrievalIndex::build_with_embedder(&g, &e).unwrap();
+    let (e, idx) = big_index();
     let (one, many) = one_thread_and_many();
     let mut qs = queries();
     qs.extend(soul_mem_core::text::text_queries(
@@ -220,9 +221,7 @@ fn bits(ch: &DenseChannels) -> Vec<Vec<u32>> {
 fn sub_queries_scanned_together_get_what_each_gets_alone() {
     // A recall's sub-queries share one pass of the scan: each query's channels, statistics
     // and fusion must be what it gets alone, in one thread and many.
-    let g = big();
-    let e = HashEmbedder::new(64).unwrap();
-    let idx = RetrievalIndex::build_with_embedder(&g, &e).unwrap();
+    let (e, idx) = big_index();
     let mut qs = queries();
     qs.extend(soul_mem_core::text::text_queries(
         "小红在下雨的花园里喝红茶",
@@ -274,9 +273,7 @@ fn sub_queries_scanned_together_get_what_each_gets_alone() {
 fn a_request_of_many_sub_queries_runs_in_groups_with_the_same_result() {
     // More sub-queries than share one scan: they run group by group, and each group's
     // outcome is what its sub-queries give alone, in one thread and many.
-    let g = big();
-    let e = HashEmbedder::new(64).unwrap();
-    let idx = RetrievalIndex::build_with_embedder(&g, &e).unwrap();
+    let (e, idx) = big_index();
     let mut qs = Vec::new();
     for (i, t) in [
         "小红在下雨的花园里喝红茶",

@@ -243,12 +243,25 @@ impl Part {
     }
 }
 
+/// The nodes of kind slot `slot` among positions `lo..hi`, ascending, with the kind-order
+/// rank of the first (a kind's nodes are ascending in position, so they are a sub-range of
+/// its group, found by bisection). Complexity: O(log n).
+fn kind_in_chunk(idx: &RetrievalIndex, slot: usize, (lo, hi): (usize, usize)) -> (usize, &[u32]) {
+    let a = idx.kind_start(slot);
+    let seg = idx
+        .kind_order()
+        .get(a..idx.kind_start(slot + 1))
+        .unwrap_or(&[]);
+    let s0 = seg.partition_point(|&p| (p as usize) < lo);
+    let s1 = seg.partition_point(|&p| (p as usize) < hi);
+    (a + s0, seg.get(s0..s1).unwrap_or(&[]))
+}
+
 /// Splits each node of `lo..hi` into its channels for the query of `prep`, written at
 /// `(i − lo)` of `dense`, `tag` and `raw`, from the chunk's scan `maxes` (node `i`'s best dot
 /// products in `maxes[(i − lo)·stride + offset ..][..probes]`, see
 /// [`super::similarity::scan_queries`]). Nodes are visited one kind at a time, in kind order
-/// (each kind's nodes are ascending in position, so a chunk's are a sub-range found by
-/// bisection): the channel split then branches predictably. Complexity: O(hi − lo).
+/// ([`kind_in_chunk`]): the channel split then branches predictably. Complexity: O(hi − lo).
 #[allow(clippy::too_many_arguments)]
 fn split_chunk(
     prep: &Prepared<'_>,
@@ -262,14 +275,10 @@ fn split_chunk(
 ) -> Part {
     let m = prep.probes();
     let w: &BlendWeights = prep.weights();
-    let order = idx.kind_order();
     let mut part = Part::new();
     for (slot, kind) in MEMORY_KINDS.into_iter().enumerate() {
-        let a = idx.kind_start(slot);
-        let seg = order.get(a..idx.kind_start(slot + 1)).unwrap_or(&[]);
-        let s0 = seg.partition_point(|&p| (p as usize) < lo);
-        let s1 = seg.partition_point(|&p| (p as usize) < hi);
-        for (rank, &i) in (a + s0..).zip(seg.get(s0..s1).unwrap_or(&[])) {
+        let (first, nodes) = kind_in_chunk(idx, slot, (lo, hi));
+        for (rank, &i) in (first..).zip(nodes) {
             let (i, off) = (i as usize, i as usize - lo);
             let at = off * stride + offset;
             let vals = maxes.get(at..at + m).unwrap_or(&[]);
@@ -530,14 +539,9 @@ fn habit_chunk(
     if h == 0 || out.is_empty() {
         return;
     }
-    let slot = MEMORY_KINDS.len();
-    let seg = idx
-        .kind_order()
-        .get(idx.kind_start(slot)..idx.kind_start(slot + 1))
-        .unwrap_or(&[]);
-    let s0 = seg.partition_point(|&p| (p as usize) < lo);
-    let s1 = seg.partition_point(|&p| (p as usize) < hi);
-    for &i in seg.get(s0..s1).unwrap_or(&[]) {
+    // Procedures are the kind slot after the memory kinds.
+    let (_, habits) = kind_in_chunk(idx, MEMORY_KINDS.len(), (lo, hi));
+    for &i in habits {
         let off = i as usize - lo;
         let at = off * stride + offset + prep.probes();
         let best = maxes

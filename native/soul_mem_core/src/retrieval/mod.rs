@@ -35,7 +35,7 @@ pub mod ppr;
 pub mod query;
 pub mod similarity;
 pub mod text_embedder;
-mod top_k;
+pub(crate) mod top_k;
 
 pub use actions::{actions_for, habit_likeness};
 pub use bayes::{actions_from_sources, bayes_actions, situation_sources, softmax, ActionScore};

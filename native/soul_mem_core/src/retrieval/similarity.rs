@@ -668,8 +668,8 @@ impl Prepared<'_> {
     }
 
     /// The best dot product of every probe for the nodes `lo..hi` into `out`
-    /// (`(hi − lo) × probes`, filled with NaN by the caller; NaN stays where a node has no
-    /// rows of the probe's field).
+    /// (`(hi − lo) ×` [`Self::width`], filled with NaN by the caller; NaN stays where a node
+    /// has no rows of the probe's field).
     pub(super) fn scan(&self, idx: &RetrievalIndex, range: (usize, usize), out: &mut [f32]) {
         scan_queries(
             std::slice::from_ref(self),
@@ -677,7 +677,7 @@ impl Prepared<'_> {
             idx,
             range,
             out,
-            self.probes(),
+            self.width(),
         );
     }
 

@@ -18,6 +18,7 @@ use crate::model::IdMap;
 use crate::model::MemoryId;
 use crate::retrieval::dot::unit_vector;
 use crate::retrieval::field_vectors::{quantise_q8, QVec};
+use crate::retrieval::top_k::push_top;
 use crate::retrieval::{EmbedKind, TextEmbedder};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -29,20 +30,12 @@ const PARALLEL_ROWS: usize = 20_000;
 /// Rows per parallel scan task (3 MB of int8 rows at 384 dimensions).
 const SCAN_ROWS: usize = 8_192;
 
-/// Inserts `x` into `list`, the best `k` so far: higher score first, ties by lower id (a
-/// total order on finite scores, so the best k of any split of the rows are the same).
-/// Complexity: O(log k) to reject, O(k) to insert.
-fn push_best(list: &mut Vec<(f32, MemoryId)>, k: usize, (s, id): (f32, MemoryId)) {
-    if list.len() == k {
-        if let Some(worst) = list.last() {
-            if s < worst.0 || (s == worst.0 && id > worst.1) {
-                return;
-            }
-        }
-    }
-    let at = list.partition_point(|(bs, bid)| *bs > s || (*bs == s && *bid < id));
-    list.insert(at, (s, id));
-    list.truncate(k);
+/// The seeds' order: higher score first, ties by lower id (a total order on the finite
+/// scores kept, so the best k of any split of the rows are the same).
+fn best_first(a: &(f32, MemoryId), b: &(f32, MemoryId)) -> std::cmp::Ordering {
+    b.0.partial_cmp(&a.0)
+        .unwrap_or(std::cmp::Ordering::Equal)
+        .then(a.1.cmp(&b.1))
 }
 
 /// (note, SHA-256 of its primary text, vector): one row of the `embeddings` table.
@@ -293,7 +286,7 @@ impl LongTermIndex {
                             return;
                         };
                         if keep(s) {
-                            push_best(list, k, (s, id));
+                            push_top(list, k, (s, id), best_first);
                         }
                     });
                     best
@@ -314,7 +307,7 @@ impl LongTermIndex {
                             continue;
                         };
                         for x in list {
-                            push_best(into, k, x);
+                            push_top(into, k, x, best_first);
                         }
                     }
                 }
