@@ -552,8 +552,7 @@ fn a_large_character_gets_a_saved_hnsw_index() {
             .collect();
         ids
     };
-    // The graph is approximate and its build order depends on two insert threads, so a
-    // near-tie may land either way: the best seed is the scan's, and nearly all of the rest.
+    // The graph is approximate: the best seed is the scan's, and nearly all of the rest.
     let (mut shared, mut total) = (0, 0);
     for text in [
         "苹果",

@@ -25,6 +25,12 @@ const EXPANSION_ADD: usize = 128;
 const EXPANSION_SEARCH: usize = 128;
 /// Insert threads (the machine this is tuned for has two cores).
 const INSERT_THREADS: usize = 2;
+/// Fewer rows than this are inserted by one thread. Threads interleave their inserts in an
+/// order that changes from run to run, and with it the graph and which of two near-equal rows
+/// a search finds; one thread builds the same graph every time. Below this size a build takes
+/// well under a second either way (a graph is built from [`super::WorkingConfig::ann_from`]
+/// rows, far above it; a recall's own changes are a few rows).
+const PARALLEL_INSERT_FROM: usize = 8192;
 
 /// An HNSW index of normalised rows, keyed by slot.
 pub(super) struct AnnRows {
@@ -91,8 +97,9 @@ impl AnnRows {
         self.index.size()
     }
 
-    /// Inserts `rows` (slot, normalised row), `INSERT_THREADS` at a time. The slots must not
-    /// be in the index. Complexity: O(r · log n · expansion) distance computations.
+    /// Inserts `rows` (slot, normalised row), `INSERT_THREADS` at a time from
+    /// `PARALLEL_INSERT_FROM` rows (then the graph's shape depends on the threads' timing), in
+    /// order below it. The slots must not be in the index. Complexity: O(r · log n · expansion) distance computations.
     pub(super) fn add_many(&self, rows: &[(usize, &[f32])]) -> Result<()> {
         self.grow_for(rows.len())?;
         let add = |part: &[(usize, &[f32])]| -> Result<()> {
@@ -103,7 +110,7 @@ impl AnnRows {
             }
             Ok(())
         };
-        if rows.len() < 64 {
+        if rows.len() < PARALLEL_INSERT_FROM {
             return add(rows);
         }
         let per = rows.len().div_ceil(INSERT_THREADS);
