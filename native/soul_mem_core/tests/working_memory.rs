@@ -479,6 +479,62 @@ fn recall_expands_boundary_notes_it_reaches_and_recalls_again() {
     assert!(ids.contains(&"c"), "{ids:?}");
 }
 
+/// A recall leaves what it loaded over the cap for its answer; `settle` releases it after,
+/// and a recall that finds no settle ran releases first.
+#[test]
+fn a_recall_leaves_its_release_to_settle_and_the_next_recall_catches_up() {
+    let mut s = chain_store("settle", 30);
+    let (mut e, mut wm) = open(
+        &mut s,
+        WorkingConfig {
+            expand_boundary: false,
+            ..one_seed(1, 3)
+        },
+    );
+    let recall = |wm: &mut WorkingMemory, e: &mut Engine, s: &mut Store, i: usize| {
+        wm.recall(
+            e,
+            s,
+            &[query(&content(i))],
+            &PipelineConfig::default(),
+            None,
+        )
+        .unwrap()
+        .1
+    };
+    let r = recall(&mut wm, &mut e, &mut s, 2);
+    assert_eq!(resident(&e), names(&["self", "n1", "n2", "n3"]));
+    assert!(r.released.is_empty());
+    let r = recall(&mut wm, &mut e, &mut s, 10);
+    assert!(r.released.is_empty(), "{r:?}");
+    assert_eq!(r.non_core, 6, "over the cap until settled");
+    e.record(&[id("n2")], t(500));
+
+    let settled = wm.settle(&mut e, &mut s).unwrap();
+    // The least recently activated go: of the first recall's notes, those this one did not
+    // recall again.
+    assert_eq!((settled.released.len(), settled.non_core), (3, 3));
+    let gone = settled.released.contains(&"n2".to_string());
+    assert_eq!(
+        settled.persisted,
+        usize::from(gone),
+        "the recorded note is written first"
+    );
+    if gone {
+        assert_eq!(s.note(&id("n2")).unwrap().unwrap().retrieval_count, 1);
+    }
+    assert!(resident(&e).contains(&"n10".to_string()));
+    assert!(wm.settle(&mut e, &mut s).unwrap().released.is_empty());
+
+    // No settle after this one: the next recall releases before it loads.
+    recall(&mut wm, &mut e, &mut s, 20);
+    let r = recall(&mut wm, &mut e, &mut s, 25);
+    assert_eq!((r.released.len(), r.non_core), (3, 6), "{r:?}");
+    for n in ["n24", "n25", "n26"] {
+        assert!(resident(&e).contains(&n.to_string()), "{n}");
+    }
+}
+
 #[test]
 fn seeds_from_the_long_term_index_match_store_nearest() {
     let mut s = chain_store("nearest", 60);

@@ -168,7 +168,8 @@ fn working_activate<'a>(env: Env<'a>, working: WorkingHandle, request: Term<'a>)
 /// Activation-mode recall: bring the neighbourhood of the queries' seeds in from the store,
 /// recall over the working graph, expand boundary notes the result reached and recall again
 /// (same call). The request and outcome are `engine_recall`'s; returns `{outcome, report}`,
-/// the report being `working_activate`'s (a map with string keys).
+/// the report being `working_activate`'s (a map with string keys). What it loaded stays over
+/// the cap until `working_settle` (or the next recall) releases it.
 #[rustler::nif(schedule = "DirtyCpu")]
 fn working_recall<'a>(
     env: Env<'a>,
@@ -198,6 +199,20 @@ fn working_recall<'a>(
         let report = term::encode(env, &report)?;
         Ok((outcome, report))
     })();
+    ok_or_error(env, result)
+}
+
+/// What follows a recall, once its answer is out: releases the notes over the cap (changed
+/// ones written first; `WorkingMemory::settle`). Returns the report (a map with string keys,
+/// as `working_activate`'s). A failed write releases nothing.
+///
+/// Complexity: O(working notes) plus the rows written.
+#[rustler::nif(schedule = "DirtyIo")]
+fn working_settle<'a>(env: Env<'a>, working: WorkingHandle) -> Term<'a> {
+    let result = with_all(&working, |wm, engine, store| {
+        let report = wm.settle(engine, store)?;
+        term::encode(env, &report)
+    });
     ok_or_error(env, result)
 }
 

@@ -26,6 +26,7 @@ use soul_mem_core::rng::SplitMix64;
 use soul_mem_core::store::Store;
 use soul_mem_core::working::{WorkingConfig, WorkingMemory};
 use soul_mem_core::{Error, Result};
+use std::hash::Hash;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -478,6 +479,7 @@ fn measure(a: &Args) -> Result<serde_json::Value> {
     // Recall loop.
     let mut total = Vec::with_capacity(a.queries);
     let mut pipeline = Vec::with_capacity(a.queries);
+    let mut settle = Vec::with_capacity(a.queries);
     let (mut loaded, mut released, mut persisted, mut reruns, mut found) = (0, 0, 0, 0, 0);
     let mut working_sizes = Vec::with_capacity(a.queries);
     // Digest of every recall's result and activation (ids in order): equal digests across
@@ -495,7 +497,6 @@ fn measure(a: &Args) -> Result<serde_json::Value> {
         let (result, rep) = wm.recall(&mut engine, &mut store, &q, &pcfg, None)?;
         total.push(ms(t));
         {
-            use std::hash::Hash;
             let ids: Vec<_> = result.memories.iter().map(|m| m.id).collect();
             let actions: Vec<_> = result.actions.iter().map(|m| m.id).collect();
             (ids, actions, &rep.seeds.len(), &rep.loaded, &rep.released).hash(&mut digest);
@@ -510,9 +511,14 @@ fn measure(a: &Args) -> Result<serde_json::Value> {
         let t = Instant::now();
         engine.recall(&q, &pcfg, None)?;
         pipeline.push(ms(t));
+        // What the service runs after the answer: the release over the cap.
+        let t = Instant::now();
+        let settled = wm.settle(&mut engine, &mut store)?;
+        settle.push(ms(t));
+        settled.released.hash(&mut digest);
         loaded += rep.loaded.len();
-        released += rep.released.len();
-        persisted += rep.persisted;
+        released += rep.released.len() + settled.released.len();
+        persisted += rep.persisted + settled.persisted;
         reruns += usize::from(rep.rerun);
         found += usize::from(!result.memories.is_empty());
         working_sizes.push(rep.working_size as f64);
@@ -520,11 +526,12 @@ fn measure(a: &Args) -> Result<serde_json::Value> {
     let digest = format!("{:016x}", std::hash::Hasher::finish(&digest));
     let (p50, p99) = p50_p99(total.clone());
     let (pp50, pp99) = p50_p99(pipeline);
+    let (sp50, sp99) = p50_p99(settle);
     let mean = total.iter().sum::<f64>() / total.len() as f64;
     let n = a.queries as f64;
     let (ws50, _) = p50_p99(working_sizes);
     println!(
-        "  recall (activation + boundary expansion + pipeline) over {} queries: p50 {p50:.1} ms, p99 {p99:.1} ms, mean {mean:.1} ms; pipeline alone on the working graph p50 {pp50:.1} ms, p99 {pp99:.1} ms",
+        "  recall (activation + boundary expansion + pipeline) over {} queries: p50 {p50:.1} ms, p99 {p99:.1} ms, mean {mean:.1} ms; settle after it (release over the cap) p50 {sp50:.1} ms, p99 {sp99:.1} ms; pipeline alone on the working graph p50 {pp50:.1} ms, p99 {pp99:.1} ms",
         a.queries
     );
     println!(
@@ -572,6 +579,7 @@ fn measure(a: &Args) -> Result<serde_json::Value> {
         },
         "recall_ms": {"p50": p50, "p99": p99, "mean": mean},
         "pipeline_only_ms": {"p50": pp50, "p99": pp99},
+        "settle_ms": {"p50": sp50, "p99": sp99},
         "per_query": {
             "loaded": loaded as f64 / n,
             "released": released as f64 / n,

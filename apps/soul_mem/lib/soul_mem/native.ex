@@ -150,9 +150,12 @@ defmodule SoulMem.Native do
   # Typed: the request and outcome of engine_recall; {:ok, {outcome, report}}
   def working_recall(_working, _request), do: :erlang.nif_error(:nif_not_loaded)
 
+  # DirtyIo: {:ok, report_json}; releases what the last recall left over the cap
+  def working_settle(_working), do: :erlang.nif_error(:nif_not_loaded)
+
   # DirtyIo: {:ok, report_json}
   def working_checkpoint(_working, _extra_json), do: :erlang.nif_error(:nif_not_loaded)
-  # normal: {:ok, info_json}
+  # {:ok, info_json}
   def working_info(_working), do: :erlang.nif_error(:nif_not_loaded)
 
   # Note listing and deletion (issue 18).

@@ -145,12 +145,26 @@ defmodule SoulMem.Retrieval do
   @doc """
   Records one retrieval of each note (readable ids or UUIDs) at `at`: the retrieval count and
   last-access time the forgetting curve and consolidation use. Unknown ids are skipped.
+
+  In activation mode it then settles working memory: the notes the recall brought in over
+  the cap are released (changed ones written first) — work a recall leaves for after its
+  answer (the character's process runs this once the recall has returned). A failed settle
+  is retried by the next recall.
   """
   @impl true
   @spec record(Memory.t(), [String.t()], DateTime.t()) ::
           {:ok, non_neg_integer()} | {:error, Error.t()}
-  def record(%Memory{ref: ref}, ids, %DateTime{} = at) when is_list(ids) do
-    Error.from_native(Native.engine_record(ref, ids, DateTime.to_unix(at, :millisecond)))
+  def record(%Memory{ref: ref} = memory, ids, %DateTime{} = at) when is_list(ids) do
+    with {:ok, count} <-
+           Error.from_native(Native.engine_record(ref, ids, DateTime.to_unix(at, :millisecond))),
+         :ok <- settle(memory),
+         do: {:ok, count}
+  end
+
+  defp settle(%Memory{working: nil}), do: :ok
+
+  defp settle(%Memory{working: working}) do
+    with {:ok, _report} <- Error.from_native(Native.working_settle(working)), do: :ok
   end
 
   # Activation mode: working memory first brings the neighbourhood of the

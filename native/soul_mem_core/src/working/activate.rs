@@ -106,24 +106,27 @@ impl WorkingMemory {
         store: &mut Store,
         query_vectors: &[Vec<f32>],
     ) -> Result<ActivationReport> {
-        let mut report = self.activate_unfinished(engine, store, query_vectors)?;
+        let mut report = ActivationReport::default();
+        self.activate_unfinished(engine, store, query_vectors, &mut report)?;
+        self.release_over_cap(engine, store, &mut report)?;
         self.finish(engine, &mut report);
         Ok(report)
     }
 
-    /// [`Self::activate`] without the report's closing counts (a recall counts once, at its
-    /// end: counting the boundary visits every resident note).
+    /// [`Self::activate`] without the release and the report's closing counts (a recall
+    /// releases in [`Self::settle`], after its answer, and counts once, at its end: counting
+    /// the boundary visits every resident note).
     fn activate_unfinished(
         &mut self,
         engine: &mut Engine,
         store: &mut Store,
         query_vectors: &[Vec<f32>],
-    ) -> Result<ActivationReport> {
+        report: &mut ActivationReport,
+    ) -> Result<()> {
         check_character(engine, store)?;
         self.refresh_links(store)?;
         self.tick += 1;
         let seeds = self.seeds(store, query_vectors)?;
-        let mut report = ActivationReport::default();
         let mut new_seeds = Vec::new();
         let mut boundary_seeds = Vec::new();
         for (id, _) in &seeds {
@@ -140,12 +143,11 @@ impl WorkingMemory {
             let act =
                 store.activate_with(&new_seeds, self.cfg.k_hops, self.cfg.cap, &self.links)?;
             report.truncated |= act.truncated;
-            self.merge(engine, store, &act, &mut report)?;
+            self.merge(engine, store, &act, report)?;
         }
         if self.cfg.expand_boundary && !boundary_seeds.is_empty() {
-            self.expand_inner(engine, store, &boundary_seeds, &mut report)?;
+            self.expand_inner(engine, store, &boundary_seeds, report)?;
         }
-        self.release_over_cap(engine, store, &mut report)?;
         self.ensure_engine_embedder(engine)?;
         report.seeds = seeds
             .into_iter()
@@ -155,7 +157,7 @@ impl WorkingMemory {
                 score,
             })
             .collect();
-        Ok(report)
+        Ok(())
     }
 
     /// Expands, one hop, those of `ids` that are resident boundary notes, then applies the
@@ -192,8 +194,12 @@ impl WorkingMemory {
     /// (`report.rerun`); otherwise the expansion serves the next recall. Recalled notes count
     /// as activated for the LRU order.
     ///
+    /// The notes it loads stay resident over the cap (by at most what one activation loads):
+    /// releasing them is [`Self::settle`]'s, after the answer. Notes a settle did not release
+    /// (it did not run) are released here first.
+    ///
     /// Complexity: the activation plus one or two pipeline runs over the working graph (each
-    /// re-embeds the working graph when it changed — cached with the model).
+    /// indexes the notes new to it — their vectors cached with the model).
     pub fn recall(
         &mut self,
         engine: &mut Engine,
@@ -205,7 +211,9 @@ impl WorkingMemory {
         let texts = distinct_query_texts(queries);
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         let vectors = self.embed_queries(&refs)?;
-        let mut report = self.activate_unfinished(engine, store, &vectors)?;
+        let mut report = ActivationReport::default();
+        self.release_over_cap(engine, store, &mut report)?;
+        self.activate_unfinished(engine, store, &vectors, &mut report)?;
         let mut result = engine.recall(queries, cfg, short.clone())?;
         let ids = result_ids(&result);
         self.touch(&ids);
@@ -218,7 +226,6 @@ impl WorkingMemory {
             if !hits.is_empty() {
                 let before = report.loaded.len();
                 self.expand_inner(engine, store, &hits, &mut report)?;
-                self.release_over_cap(engine, store, &mut report)?;
                 if self.cfg.rerun && report.loaded.len() > before {
                     result = engine.recall(queries, cfg, short)?;
                     self.touch(&result_ids(&result));

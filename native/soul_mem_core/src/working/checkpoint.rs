@@ -149,6 +149,24 @@ impl WorkingMemory {
         Ok(out)
     }
 
+    /// What follows a recall, off its path (the service runs it once the answer is out):
+    /// releases the notes over the cap ([`Self::release_over_cap`]: the changed ones written
+    /// first). The engine's index follows at the next recall, which rebuilds it for the notes
+    /// it brings in anyway (one build for both changes). Skipping it loses nothing: the next
+    /// recall releases first.
+    ///
+    /// Errors: a failed release write removes nothing (the notes stay resident and are
+    /// released by a later settle or recall).
+    ///
+    /// Complexity: as [`Self::release_over_cap`].
+    pub fn settle(&mut self, engine: &mut Engine, store: &mut Store) -> Result<ActivationReport> {
+        check_character(engine, store)?;
+        let mut report = ActivationReport::default();
+        self.release_over_cap(engine, store, &mut report)?;
+        self.finish(engine, &mut report);
+        Ok(report)
+    }
+
     /// Releases least recently activated non-core notes until at most `cap` remain: the
     /// changed ones (and the forgetting states of all) are written in one transaction first.
     pub(super) fn release_over_cap(

@@ -27,7 +27,10 @@
 //!    that the least recently activated ones are released — written to the store first when
 //!    they changed since they were loaded (one transaction, [`Store::upsert_notes`]), together
 //!    with their forgetting state — and removed from the graph. Links from resident notes to a
-//!    released note go back to pending, so nothing is lost on the next write-back.
+//!    released note go back to pending, so nothing is lost on the next write-back. A recall
+//!    leaves the release for after its answer ([`WorkingMemory::settle`], which the service
+//!    runs in the character's process once the recall is out; a recall that finds it did not
+//!    run releases first), so the notes it loaded stay resident over the cap meanwhile.
 //!
 //! Write-back in activation mode must use [`WorkingMemory::checkpoint`] (a partial checkpoint
 //! that never deletes unloaded notes), never [`Store::checkpoint`], which would delete every
