@@ -33,7 +33,11 @@ defmodule SoulMem.Retrieval.Backend do
   """
   @callback recall(Memory.t(), request(), keyword()) :: {:ok, result()} | {:error, Error.t()}
 
-  @doc "Counts one retrieval of each note `ids` at `at` in the graph (the character's process)."
+  @doc """
+  Counts one retrieval of each note `ids` at `at` in the graph. Runs in the character's
+  process after each recall that returned notes, so it also finishes what a recall leaves for
+  after its answer (`SoulMem.Retrieval`: working memory's release over its cap).
+  """
   @callback record(Memory.t(), [String.t()], DateTime.t()) ::
               {:ok, non_neg_integer()} | :ok | {:error, Error.t()}
 end
