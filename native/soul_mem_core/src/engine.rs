@@ -10,7 +10,7 @@ use crate::model::IdMap;
 use crate::model::{MemoryId, MemoryType};
 use crate::retrieval::{
     DefaultPipeline, EdgeDecay, LexicalIndex, NodeVectors, PipelineConfig, PipelineResult,
-    Presegmented, RetrievalIndex, ShortContext, SubQuery, VectorPlan,
+    RetrievalIndex, ShortContext, SubQuery, VectorPlan,
 };
 use crate::store::{Change, CheckpointStats, ForgetState, Store};
 use chrono::{DateTime, Utc};
@@ -168,28 +168,15 @@ impl Engine {
             .as_ref()
             .is_some_and(|e| e.name() == embedder.name());
         let prev = self.index.as_ref().filter(|_| same).map(|i| i.vectors());
-        // Embedding (what can fail) comes first: on an error the old index stays. The new
-        // notes' words are split beside it (the embedder's cache lookups and jieba are the two
-        // largest costs of notes new to the graph, and independent).
-        let graph = &self.graph;
-        let old_lexical = self.index.as_ref().map(|i| i.lexical());
-        let mut words = Presegmented::default();
-        let plan = rayon::in_place_scope(|scope| {
-            if let Some(lexical) = old_lexical {
-                let words = &mut words;
-                scope.spawn(move |_| *words = lexical.presegment(graph));
-            }
-            VectorPlan::new(graph, &progress, prev)
-        })?;
+        // Embedding (what can fail) comes first: on an error the old index stays.
+        let plan = VectorPlan::new(&self.graph, &progress, prev)?;
         // The old snapshot is given up: its rows are compacted in place where the graph only
         // lost notes and gained some at its end, and its lexical index is synced (only
-        // changed notes are segmented again, most of them split above already).
-        let (prev, mut lexical) = match self.index.take().map(RetrievalIndex::into_parts) {
+        // changed notes are segmented again).
+        let (prev, lexical) = match self.index.take().map(RetrievalIndex::into_parts) {
             Some((vectors, lexical)) => (Some(vectors).filter(|_| same), lexical),
             None => (None, LexicalIndex::default()),
         };
-        // Refusals are listed again by the build's own sync (a refused note is not indexed).
-        lexical.sync_with(&self.graph, words);
         let vectors = plan.assemble_owned(prev)?;
         self.index = Some(RetrievalIndex::build_with_lexical(
             &self.graph,

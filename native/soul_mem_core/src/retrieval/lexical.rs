@@ -85,24 +85,6 @@ impl Default for Recent {
     }
 }
 
-/// Words of notes split ahead of a sync ([`LexicalIndex::presegment`]): by note, the
-/// fingerprint of the fields they were split from and each field's words. A sync uses a
-/// note's words only when its fields still have that fingerprint.
-#[derive(Debug, Default)]
-pub struct Presegmented(IdMap<(u64, Vec<Vec<String>>)>);
-
-impl Presegmented {
-    /// Notes split.
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    /// True when no note was split.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
 /// An incremental BM25F index of notes, keyed by [`MemoryId`].
 #[derive(Debug, Clone, Default)]
 pub struct LexicalIndex {
@@ -184,18 +166,6 @@ impl LexicalIndex {
     ///
     /// Complexity: O(words of the note) (jieba segmentation dominates).
     pub fn upsert(&mut self, id: MemoryId, readable: &str, fields: &[(f32, String)]) -> Result<()> {
-        self.upsert_with(id, readable, fields, None)
-    }
-
-    /// [`Self::upsert`] with the note's words already split (`words`: a fingerprint and each
-    /// field's words, used when the fingerprint is `fields`' own).
-    fn upsert_with(
-        &mut self,
-        id: MemoryId,
-        readable: &str,
-        fields: &[(f32, String)],
-        words: Option<(u64, Vec<Vec<String>>)>,
-    ) -> Result<()> {
         let bytes: usize = fields.iter().map(|(_, t)| t.len()).sum();
         if bytes > MAX_NOTE_TEXT_BYTES {
             return Err(Error::InvalidValue {
@@ -220,7 +190,7 @@ impl LexicalIndex {
         }
         let (terms, len) = match self.recent.0.pop(&id) {
             Some(seg) if seg.fingerprint == fp => (seg.terms, seg.len),
-            _ => self.segment(fields, words.filter(|(f, _)| *f == fp).map(|(_, w)| w)),
+            _ => self.segment(fields),
         };
         let slot = match self.free.pop() {
             Some(s) => s,
@@ -271,25 +241,13 @@ impl LexicalIndex {
     }
 
     /// The distinct terms of `fields` (new ones added to the vocabulary) with their
-    /// field-weighted frequencies, by term id, and the weighted length; `words`, when given,
-    /// are each field's words already split.
-    /// Complexity: O(words) (jieba segmentation dominates, unless split already).
-    fn segment(
-        &mut self,
-        fields: &[(f32, String)],
-        words: Option<Vec<Vec<String>>>,
-    ) -> (Vec<(u32, f32)>, f32) {
+    /// field-weighted frequencies, by term id, and the weighted length.
+    /// Complexity: O(words) (jieba segmentation dominates).
+    fn segment(&mut self, fields: &[(f32, String)]) -> (Vec<(u32, f32)>, f32) {
         let mut tf: HashMap<u32, f32> = HashMap::new();
         let mut len = 0f32;
-        let mut words = words
-            .filter(|w| w.len() == fields.len())
-            .map(Vec::into_iter);
         for (boost, text) in fields {
-            let split = match words.as_mut().and_then(Iterator::next) {
-                Some(w) => w,
-                None => search_terms(text),
-            };
-            for term in split {
+            for term in search_terms(text) {
                 let next = self.vocab.len() as u32;
                 let t = *self.vocab.entry(term).or_insert(next);
                 if t as usize == self.postings.len() {
@@ -353,19 +311,14 @@ impl LexicalIndex {
     /// Returns the notes refused (left out). Complexity: O(total text hashed) + O(words of the
     /// changed notes).
     pub fn sync(&mut self, graph: &MemoryGraph) -> Refusals {
-        self.sync_with(graph, Presegmented::default())
-    }
-
-    /// [`Self::sync`] with the words of some notes already split ([`Self::presegment`]).
-    /// Complexity: as [`Self::sync`], without the segmentation of the notes in `words`.
-    pub fn sync_with(&mut self, graph: &MemoryGraph, mut words: Presegmented) -> Refusals {
         let mut refused = Vec::new();
         let mut present: IdMap<()> =
             IdMap::with_capacity_and_hasher(graph.len(), Default::default());
         for note in graph.notes() {
             present.insert(note.id, ());
             let rev = graph.content_revision(&note.id).unwrap_or(0);
-            if self.indexed_at(&note.id, rev) {
+            let slot = self.by_id.get(&note.id).map(|&s| s as usize);
+            if rev != 0 && slot.is_some_and(|s| self.docs[s].revision == rev) {
                 continue;
             }
             let fields = note_fields(note);
@@ -373,8 +326,7 @@ impl LexicalIndex {
                 self.remove(&note.id);
                 continue;
             }
-            let split = words.0.remove(&note.id);
-            match self.upsert_with(note.id, &note.readable_id, &fields, split) {
+            match self.upsert(note.id, &note.readable_id, &fields) {
                 Ok(()) => {
                     if let Some(&s) = self.by_id.get(&note.id) {
                         self.docs[s as usize].revision = rev;
@@ -396,48 +348,6 @@ impl LexicalIndex {
             self.remove(&id);
         }
         refused
-    }
-
-    /// True when `id` is indexed from content revision `rev` (0: unknown, never current).
-    fn indexed_at(&self, id: &MemoryId, rev: u64) -> bool {
-        rev != 0
-            && self
-                .by_id
-                .get(id)
-                .and_then(|&s| self.docs.get(s as usize))
-                .is_some_and(|d| d.revision == rev)
-    }
-
-    /// The words of the notes of `graph` a [`Self::sync`] would segment — new or changed,
-    /// not kept among the recently removed — split on a shared borrow, so that the
-    /// segmentation (jieba: most of the cost of new notes) can run beside other work and
-    /// [`Self::sync_with`] only indexes them. Complexity: O(text hashed + words of those notes).
-    pub fn presegment(&self, graph: &MemoryGraph) -> Presegmented {
-        let mut out: IdMap<(u64, Vec<Vec<String>>)> = IdMap::default();
-        for note in graph.notes() {
-            let rev = graph.content_revision(&note.id).unwrap_or(0);
-            if self.indexed_at(&note.id, rev) {
-                continue;
-            }
-            let fields = note_fields(note);
-            let bytes: usize = fields.iter().map(|(_, t)| t.len()).sum();
-            if fields.is_empty() || bytes > MAX_NOTE_TEXT_BYTES {
-                continue;
-            }
-            let fp = fingerprint(&fields);
-            let doc = self
-                .by_id
-                .get(&note.id)
-                .and_then(|&s| self.docs.get(s as usize));
-            let kept = self.recent.0.peek(&note.id);
-            if doc.is_some_and(|d| d.fingerprint == fp) || kept.is_some_and(|k| k.fingerprint == fp)
-            {
-                continue;
-            }
-            let words = fields.iter().map(|(_, t)| search_terms(t)).collect();
-            out.insert(note.id, (fp, words));
-        }
-        Presegmented(out)
     }
 
     /// BM25F score of every indexed note sharing a word with `terms` (query words; repeats
@@ -601,66 +511,6 @@ mod tests {
         }
         assert!(top(&idx, "座钟3").contains(&id(3)));
         assert!(!top(&idx, "座钟3").contains(&id(10)));
-    }
-
-    fn same_scores(a: &LexicalIndex, b: &LexicalIndex, queries: &[&str]) {
-        for query in queries {
-            let mut x = a.score(&q(query));
-            let mut y = b.score(&q(query));
-            x.sort_by_key(|p| p.0);
-            y.sort_by_key(|p| p.0);
-            assert!(!x.is_empty(), "{query}");
-            assert_eq!(x.len(), y.len(), "{query}");
-            for (u, v) in x.iter().zip(&y) {
-                assert_eq!(u.0, v.0);
-                assert!((u.1 - v.1).abs() < 1e-5, "{query}: {} vs {}", u.1, v.1);
-            }
-        }
-    }
-
-    #[test]
-    fn words_split_ahead_index_as_a_plain_sync_and_only_where_needed() {
-        use crate::graph::tests::sem;
-        let text = |i: usize| format!("冬泳码头座钟{i}老队长");
-        let mut g = MemoryGraph::new("c");
-        for i in 0..12 {
-            g.insert(sem("c", &text(i))).unwrap();
-        }
-        let (mut plain, mut ahead) = (LexicalIndex::new(), LexicalIndex::new());
-        assert!(plain.sync(&g).is_empty());
-        let words = ahead.presegment(&g);
-        assert_eq!(words.len(), 12);
-        assert!(ahead.sync_with(&g, words).is_empty());
-        let queries = ["冬泳", "座钟3老队长", "码头"];
-        same_scores(&plain, &ahead, &queries);
-
-        // Four notes leave, two new ones come and one that left comes back unchanged: only
-        // the new ones are split (the rest are current or kept among the recently removed).
-        let gone: Vec<MemoryId> = g.notes().take(4).map(|n| n.id).collect();
-        let back = g.get(&gone[1]).unwrap().clone();
-        for id in &gone {
-            g.remove(id);
-        }
-        plain.sync(&g);
-        ahead.sync_with(&g, ahead.presegment(&g));
-        for i in 20..22 {
-            g.insert(sem("c", &text(i))).unwrap();
-        }
-        g.insert(back).unwrap();
-        let words = ahead.presegment(&g);
-        assert_eq!(words.len(), 2);
-        plain.sync(&g);
-        ahead.sync_with(&g, words);
-        same_scores(&plain, &ahead, &queries);
-        assert!(ahead.presegment(&g).is_empty(), "all current");
-        // Words split for another text are not used.
-        let mut stale = ahead.presegment(&MemoryGraph::new("c"));
-        let id = g.notes().next().unwrap().id;
-        stale.0.insert(id, (0, vec![vec!["错的".to_owned()]]));
-        let mut fresh = LexicalIndex::new();
-        fresh.sync_with(&g, stale);
-        same_scores(&plain, &fresh, &queries);
-        assert!(fresh.score(&q("错的")).is_empty());
     }
 
     #[test]
