@@ -99,7 +99,8 @@ impl AnnRows {
 
     /// Inserts `rows` (slot, normalised row), `INSERT_THREADS` at a time from
     /// `PARALLEL_INSERT_FROM` rows (then the graph's shape depends on the threads' timing), in
-    /// order below it. The slots must not be in the index. Complexity: O(r · log n · expansion) distance computations.
+    /// order below it. The slots must not be in the index.
+    /// Complexity: O(r · log n · expansion) distance computations.
     pub(super) fn add_many(&self, rows: &[(usize, &[f32])]) -> Result<()> {
         self.grow_for(rows.len())?;
         let add = |part: &[(usize, &[f32])]| -> Result<()> {

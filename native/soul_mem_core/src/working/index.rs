@@ -33,9 +33,7 @@ const SCAN_ROWS: usize = 8_192;
 /// The seeds' order: higher score first, ties by lower id (a total order on the finite
 /// scores kept, so the best k of any split of the rows are the same).
 fn best_first(a: &(f32, MemoryId), b: &(f32, MemoryId)) -> std::cmp::Ordering {
-    b.0.partial_cmp(&a.0)
-        .unwrap_or(std::cmp::Ordering::Equal)
-        .then(a.1.cmp(&b.1))
+    b.0.total_cmp(&a.0).then(a.1.cmp(&b.1))
 }
 
 /// (note, SHA-256 of its primary text, vector): one row of the `embeddings` table.
@@ -251,8 +249,9 @@ impl LongTermIndex {
     /// The `k` best rows for each normalised query of `queries`, best first (ties by id).
     /// Scan: by the int8 dot product, in one pass over the rows
     /// ([`QVec::for_each_dot_q8_many`]: a recall's several query vectors cost about one scan;
-    /// from [`PARALLEL_ROWS`] rows in chunks on the rayon pool), O(n·dim·q + n·q·log k). Graph: one HNSW search per query, O(q · log n). Queries of
-    /// another dimension get nothing.
+    /// from [`PARALLEL_ROWS`] rows in chunks on the rayon pool), O(n·dim·q + n·q·log k).
+    /// Graph: one HNSW search per query, O(q · log n). Queries of another dimension get
+    /// nothing.
     pub(super) fn top_k(
         &self,
         queries: &[&[f32]],
@@ -322,7 +321,7 @@ impl LongTermIndex {
                             }
                         }
                     }
-                    list.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+                    list.sort_by(best_first);
                     list.truncate(k);
                 }
             }
