@@ -46,7 +46,7 @@
 // Usage (server already running; see bench/ws_recall.sh to start one):
 //   node bench/ws_recall.js [--n 300] [--warmup 20] [--port 4000] [--host 127.0.0.1]
 //        [--token dev-token] [--character demo] [--gap-ms 25] [--timeout-ms 30000]
-//        [--first-timeout-ms 180000] [--cycle] [--salt TEXT] [--json]
+//        [--first-timeout-ms 180000] [--cycle] [--salt TEXT] [--json] [--dump FILE]
 // Environment equivalents: SOUL_BENCH_N, SOUL_BENCH_WARMUP, SOUL_BENCH_PORT (or PORT),
 // SOUL_BENCH_HOST, SOUL_BENCH_TOKEN (or SOUL_MEM_DEMO_TOKEN), SOUL_BENCH_CHARACTER,
 // SOUL_BENCH_GAP_MS, SOUL_BENCH_TIMEOUT_MS, SOUL_BENCH_FIRST_TIMEOUT_MS, SOUL_BENCH_CYCLE=1, SOUL_BENCH_SALT,
@@ -85,7 +85,7 @@ function die(message) {
 }
 
 const args = parseArgs(process.argv.slice(2));
-const known = ["n", "warmup", "port", "host", "token", "character", "gap-ms", "timeout-ms", "first-timeout-ms", "cycle", "salt", "json"];
+const known = ["n", "warmup", "port", "host", "token", "character", "gap-ms", "timeout-ms", "first-timeout-ms", "cycle", "salt", "json", "dump"];
 for (const k of Object.keys(args)) if (!known.includes(k)) die(`unknown option --${k} (known: ${known.join(", ")})`);
 
 function opt(name, envNames, dflt) {
@@ -114,7 +114,10 @@ const cfg = {
   firstTimeoutMs: int("first-timeout-ms", opt("first-timeout-ms", ["SOUL_BENCH_FIRST_TIMEOUT_MS"], "180000"), 1),
   cycle: truthy(opt("cycle", ["SOUL_BENCH_CYCLE"], "0")),
   salt: opt("salt", ["SOUL_BENCH_SALT"], ""),
-  json: truthy(opt("json", ["SOUL_BENCH_JSON"], "0"))
+  json: truthy(opt("json", ["SOUL_BENCH_JSON"], "0")),
+  // A file to write each measured reply's memories to (JSON lines: text, ids best first),
+  // to compare two servers' answers to the same texts (bench/compare_recalls.py).
+  dump: opt("dump", ["SOUL_BENCH_DUMP_RECALLS"], "")
 };
 // The join and the first recall may wait for the character to load and embed its graph
 // (a larger character than the demo needs more: --first-timeout-ms).
@@ -247,6 +250,7 @@ async function main() {
   let emptyReplies = 0;
   const emptyTexts = [];
   let coldMs = null;
+  const dumped = [];
 
   async function one(i, measured) {
     const text = queryText(i);
@@ -275,6 +279,8 @@ async function main() {
       const a = (m.forgetting && m.forgetting.action) || "none";
       forgetting.set(a, (forgetting.get(a) || 0) + 1);
     }
+    if (measured && cfg.dump)
+      dumped.push(JSON.stringify({ text, memories: (res.memories || []).map((m) => m.id) }));
     const w = Array.isArray(res.window) ? res.window.length : -1;
     if (windowFirst === null) windowFirst = w;
     windowLast = w;
@@ -299,6 +305,7 @@ async function main() {
 
   await reply(channel.leave());
   socket.disconnect();
+  if (cfg.dump) require("fs").writeFileSync(cfg.dump, dumped.join("\n") + "\n");
 
   const sorted = samples.slice().sort((a, b) => a - b);
   const mean = samples.reduce((a, b) => a + b, 0) / samples.length;

@@ -168,6 +168,32 @@ fn activation_loads_k_hops_and_core_and_marks_the_boundary() {
     assert!(again.loaded.is_empty() && again.released.is_empty());
 }
 
+/// One activation loads at most `activation_budget` notes, nearest first: the seed, then its
+/// neighbours hop by hop; what lies beyond is boundary for a later expansion.
+#[test]
+fn an_activation_loads_at_most_its_budget_nearest_first() {
+    let mut s = chain_store("budget", 21);
+    let cfg = WorkingConfig {
+        activation_budget: 3,
+        ..one_seed(3, 1000)
+    };
+    let (mut e, mut wm) = open(&mut s, cfg);
+    let r = wm.activate_texts(&mut e, &mut s, &[&content(10)]).unwrap();
+    assert_eq!(r.loaded.len(), 3);
+    assert!(r.truncated, "the budget cut the 3-hop neighbourhood short");
+    assert_eq!(resident(&e), names(&["self", "n9", "n10", "n11"]));
+    // An expansion has the same budget, the expanded note counted in it: n11 and its two
+    // neighbours, of which n12 is new.
+    let x = wm.expand(&mut e, &mut s, &[id("n11")]).unwrap();
+    assert_eq!(x.loaded, vec!["n12".to_string()]);
+    assert_eq!(resident(&e), names(&["self", "n9", "n10", "n11", "n12"]));
+    // Without the budget the same activation loads the whole 3-hop neighbourhood.
+    let mut s = chain_store("budget-off", 21);
+    let (mut e, mut wm) = open(&mut s, one_seed(3, 1000));
+    let r = wm.activate_texts(&mut e, &mut s, &[&content(10)]).unwrap();
+    assert_eq!((r.loaded.len(), r.truncated), (7, false));
+}
+
 #[test]
 fn links_written_by_another_path_are_walked_by_the_next_activation() {
     let mut s = chain_store("foreign", 21);

@@ -65,8 +65,9 @@ fn with_all<T>(
 
 /// Opens working memory over `store` and `graph` (normally a fresh `graph_new` handle: the
 /// stored core notes are put into it). `cfg`: a map `%{"embedder" => "model" | "hash",
-/// "k_hops", "cap", "seeds_per_query", "min_score", "embed_batch", "expand_boundary"}`, all
-/// optional (embedder default: the graph's embedder when it has one, else the loaded model). Notes lacking a current vector are embedded with progress
+/// "k_hops", "cap", "activation_budget", "seeds_per_query", "min_score", "embed_batch",
+/// "expand_boundary"}`, all optional (embedder default: the graph's embedder when it has one,
+/// else the loaded model). Notes lacking a current vector are embedded with progress
 /// `{:soul_mem_embed_progress, done, total}` sent to `progress` and written to the store.
 /// Returns `{working, index_report}` (`model`, `dim`, `notes`, `vectors`, `reused`,
 /// `embedded`, `core_loaded`).

@@ -15,8 +15,9 @@
 //! - **bonus recall**: fraction of existing `bonus_combined_ranking` ids returned.
 //! - **action hit / Recall@3**: over cases with non-empty `expected_actions` whose ids are all
 //!   procedures of the graph; hit = any expected action in the action channel (top
-//!   `action_top_k` = 3), Recall@3 = |expected ∩ top 3| / |expected|. Only `full` mode has
-//!   actions. A variant that also counts self-knowledge procedures is reported alongside.
+//!   `action_top_k` = 3), Recall@3 = |expected ∩ top 3| / |expected|. Only `full` and
+//!   `working` have actions. A variant that also counts self-knowledge procedures is reported
+//!   alongside.
 //! - **abstract detection**: cases expecting an abstract situation (explicit
 //!   `expected_abstract`, else the abstract nodes among must ∪ bonus ids); detected = one is
 //!   returned; direct = returned as a similarity hit, PPR-only = returned only through PPR.
@@ -24,17 +25,21 @@
 //! - **negative false positives**: a negative case expects nothing, so every memory it
 //!   returns (above the floor) is a false positive: negFP = mean memories returned per
 //!   negative case, neg0% = share of negative cases that returned nothing.
-//! - **action miss reasons** (`full` only, scored action cases with no expected action in the
-//!   channel): `no_situation` (no situation among the returned memories), `wrong_situation`
-//!   (situations returned, none of the expected ones: the situation ids of the must list and
-//!   `expected_abstract`), `outranked` (an expected situation returned, the action not).
+//! - **action miss reasons** (`full` and `working`, scored action cases with no expected
+//!   action in the channel): `no_situation` (no situation among the returned memories),
+//!   `wrong_situation` (situations returned, none of the expected ones: the situation ids of
+//!   the must list and `expected_abstract`), `outranked` (an expected situation returned, the
+//!   action not).
+//! - **working** mode: `full` answered through working memory (`--working-cap`,
+//!   `--working-budget`): each case recalls through a fresh `WorkingMemory` over the graph
+//!   saved in a temporary store — what a character above the working-memory threshold does.
 //! - **groups**: cases grouped by name prefix (`sem_`, `recall_`, `hop_`, `act_`, `multi_`,
 //!   `neg_`; other names in no group), reported per file and in total.
 //!
 //! Files: `args.rs` (command line, file discovery), `data.rs` (Query JSON), `runs.rs` (one
 //! file end to end), `eval.rs` (one case in one mode), `score.rs` (scoring a case, summing),
-//! `metrics.rs` (ranking metrics), `score_dist.rs` (`--score-dist`), `tables.rs` (text table
-//! rows) and `output.rs` (the text and JSON report).
+//! `metrics.rs` (ranking metrics), `working.rs` (`--mode working`), `score_dist.rs`
+//! (`--score-dist`), `tables.rs` (text table rows) and `output.rs` (the text and JSON report).
 
 mod args;
 pub(crate) mod data;
@@ -45,6 +50,7 @@ mod runs;
 mod score;
 mod score_dist;
 mod tables;
+mod working;
 
 pub use args::default_cache;
 use args::{discover, parse_args, USAGE};
@@ -90,7 +96,7 @@ pub fn run(args: &[String]) -> ExitCode {
             }
         }
         match ModelEmbedder::load(o.model.as_deref(), o.cache.as_deref(), None) {
-            Ok(m) => Emb::Model(Box::new(m)),
+            Ok(m) => Emb::Model(std::sync::Arc::new(m)),
             Err(e) => {
                 eprintln!("error: cannot load the embedding model: {e}\n(use --embedder hash to run without a model)");
                 return ExitCode::FAILURE;

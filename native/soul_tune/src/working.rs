@@ -13,7 +13,10 @@
 //! * `--queries` recalls through `WorkingMemory::recall` with a `--working` cap (activation +
 //!   boundary expansion + `Engine::recall` on the working graph), p50/p99, plus the pipeline
 //!   alone on the resulting working graph;
-//! * a partial checkpoint of the working graph; peak RSS (VmHWM).
+//! * a partial checkpoint of the working graph; peak RSS (VmHWM);
+//! * with `--agreement N`, after all that: the whole stored graph in one engine (full mode)
+//!   answers the first N recalls again, and the report says how many of its memories and
+//!   actions working memory also returned.
 //!
 //! The hash embedder (384 dims, as e5-small) stands in for the model everywhere, so query
 //! embedding costs microseconds here; with the model add ~15–30 ms per query text.
@@ -41,6 +44,9 @@ struct Args {
     working: usize,
     queries: usize,
     k_hops: usize,
+    // WorkingConfig::activation_budget and seeds_per_query (default: the library's).
+    budget: Option<usize>,
+    seeds: Option<usize>,
     rerun: bool,
     reuse: bool,
     // Sub-queries as the service makes them from a chat message (the text plus its keywords:
@@ -50,12 +56,14 @@ struct Args {
     ann_from: Option<usize>,
     // Queries checked against the exact scan (slow at 1M: each reads every stored vector).
     check: usize,
+    // Recalls compared with full mode (the whole stored graph in one engine), after timing.
+    agreement: usize,
     dir: PathBuf,
     json: Option<String>,
 }
 
 fn usage() -> &'static str {
-    "usage: soul_tune bench working [--nodes 100000] [--working 1000] [--queries 200] [--k-hops 2] [--no-rerun] [--text-queries] [--ann-from N|off] [--check 40] [--reuse] [--dir DIR] [--json OUT|-]"
+    "usage: soul_tune bench working [--nodes 100000] [--working 1000] [--queries 200] [--k-hops 2] [--budget 256] [--seeds 5] [--no-rerun] [--text-queries] [--ann-from N|off] [--check 40] [--agreement 0] [--reuse] [--dir DIR] [--json OUT|-]"
 }
 
 fn parse(args: &[String]) -> std::result::Result<Args, String> {
@@ -64,11 +72,14 @@ fn parse(args: &[String]) -> std::result::Result<Args, String> {
         working: 1000,
         queries: 200,
         k_hops: 2,
+        budget: None,
+        seeds: None,
         rerun: true,
         reuse: false,
         text_queries: false,
         ann_from: WorkingConfig::default().ann_from,
         check: 40,
+        agreement: 0,
         dir: std::env::temp_dir().join("soul_tune_working"),
         json: None,
     };
@@ -81,10 +92,13 @@ fn parse(args: &[String]) -> std::result::Result<Args, String> {
             "--working" => a.working = num(value()?)?,
             "--queries" => a.queries = num(value()?)?,
             "--k-hops" => a.k_hops = num(value()?)?,
+            "--budget" => a.budget = Some(num(value()?)?),
+            "--seeds" => a.seeds = Some(num(value()?)?),
             "--no-rerun" => a.rerun = false,
             "--text-queries" => a.text_queries = true,
             "--reuse" => a.reuse = true,
             "--check" => a.check = num(value()?)?,
+            "--agreement" => a.agreement = num(value()?)?,
             "--ann-from" => {
                 a.ann_from = match value()?.as_str() {
                     "off" => None,
@@ -300,6 +314,20 @@ fn bench(a: &Args, raw: &[String]) -> Result<Option<serde_json::Value>> {
     Ok(None)
 }
 
+/// The working-memory configuration of the arguments.
+fn working_config(a: &Args) -> WorkingConfig {
+    let d = WorkingConfig::default();
+    WorkingConfig {
+        k_hops: a.k_hops,
+        cap: a.working,
+        activation_budget: a.budget.unwrap_or(d.activation_budget),
+        seeds_per_query: a.seeds.unwrap_or(d.seeds_per_query),
+        rerun: a.rerun,
+        ann_from: a.ann_from,
+        ..d
+    }
+}
+
 /// Generates and saves the character and builds its index once (first open).
 fn build(a: &Args) -> Result<serde_json::Value> {
     let embedder = EmbedderChoice::Hash(HashEmbedder::new(DIM)?);
@@ -325,13 +353,7 @@ fn build(a: &Args) -> Result<serde_json::Value> {
     drop(graph);
     println!("  generated in {gen_ms:.0} ms ({links} links), saved in {save_ms:.0} ms");
 
-    let cfg = WorkingConfig {
-        k_hops: a.k_hops,
-        cap: a.working,
-        rerun: a.rerun,
-        ann_from: a.ann_from,
-        ..WorkingConfig::default()
-    };
+    let cfg = working_config(a);
 
     // First open: every vector computed and written.
     let t = Instant::now();
@@ -376,13 +398,7 @@ fn measure(a: &Args) -> Result<serde_json::Value> {
         .ok()
         .and_then(|s| serde_json::from_str(&s).ok())
         .unwrap_or(serde_json::Value::Null);
-    let cfg = WorkingConfig {
-        k_hops: a.k_hops,
-        cap: a.working,
-        rerun: a.rerun,
-        ann_from: a.ann_from,
-        ..WorkingConfig::default()
-    };
+    let cfg = working_config(a);
     // Query texts: the primary texts of random notes (read before timing; warm page cache).
     let mut rng = SplitMix64::new(42);
     let texts: Vec<String> = {
@@ -486,6 +502,7 @@ fn measure(a: &Args) -> Result<serde_json::Value> {
     // builds mean identical recall lists and identical working-memory traffic.
     let mut digest = std::hash::DefaultHasher::new();
     let mut vectors = 0usize;
+    let mut answers: Vec<Answer> = Vec::with_capacity(a.agreement);
     for text in &texts[1..] {
         let q = if a.text_queries {
             soul_mem_core::text::text_queries(text, soul_mem_core::text::DEFAULT_KEYWORDS)
@@ -499,7 +516,14 @@ fn measure(a: &Args) -> Result<serde_json::Value> {
         {
             let ids: Vec<_> = result.memories.iter().map(|m| m.id).collect();
             let actions: Vec<_> = result.actions.iter().map(|m| m.id).collect();
-            (ids, actions, &rep.seeds.len(), &rep.loaded, &rep.released).hash(&mut digest);
+            (&ids, &actions, &rep.seeds.len(), &rep.loaded, &rep.released).hash(&mut digest);
+            if answers.len() < a.agreement {
+                answers.push(Answer {
+                    queries: q.clone(),
+                    memories: ids,
+                    actions,
+                });
+            }
         }
         // Write something now and then, so releases have changed notes to persist.
         if let Some(m) = result.memories.first() {
@@ -547,6 +571,27 @@ fn measure(a: &Args) -> Result<serde_json::Value> {
     let t = Instant::now();
     let ck = wm.checkpoint(&mut engine, &mut store, &[])?;
     let checkpoint_ms = ms(t);
+    let peak = peak_rss_mib();
+    drop(engine);
+    let agreement = if answers.is_empty() {
+        serde_json::Value::Null
+    } else {
+        let agreed = agreement_with_full_mode(&store, &embedder, &answers, &pcfg)?;
+        println!(
+            "  against full mode (the whole stored graph in one engine, {} recalls): memories {:.1} % of full mode's top {} found (top 1 {:.1} %), actions {:.1} %",
+            answers.len(),
+            100.0 * agreed.memories,
+            pcfg.max_memories,
+            100.0 * agreed.top1,
+            100.0 * agreed.actions
+        );
+        serde_json::json!({
+            "recalls": answers.len(),
+            "memories": agreed.memories,
+            "top1": agreed.top1,
+            "actions": agreed.actions,
+        })
+    };
     let (active, _, _) = store.counts()?;
     if active != a.nodes {
         return Err(Error::invalid_argument(
@@ -554,7 +599,6 @@ fn measure(a: &Args) -> Result<serde_json::Value> {
             format!("{active} active notes after the run, expected {}", a.nodes),
         ));
     }
-    let peak = peak_rss_mib();
     println!(
         "  partial checkpoint of {} working notes: {checkpoint_ms:.0} ms (store still holds all {active}); peak RSS {:.0} MiB (after cold start {:.0} MiB)",
         ck.notes,
@@ -566,6 +610,8 @@ fn measure(a: &Args) -> Result<serde_json::Value> {
         "build": built,
         "working_cap": a.working,
         "k_hops": a.k_hops,
+        "activation_budget": cfg.activation_budget,
+        "seeds_per_query": cfg.seeds_per_query,
         "rerun": a.rerun,
         "queries": a.queries,
         "embedder": index.model,
@@ -595,10 +641,78 @@ fn measure(a: &Args) -> Result<serde_json::Value> {
         "index_saved": index.saved,
         "index_recall_at_10": index_recall_at_10,
         "digest": digest,
+        "agreement_with_full_mode": agreement,
         "checkpoint_ms": checkpoint_ms,
         "checkpoint_notes": ck.notes,
         "peak_rss_mib": peak,
         "rss_after_cold_start_mib": rss_after_cold,
         "rss_before_open_mib": rss_before,
     }))
+}
+
+/// What a working-memory recall returned, kept to compare with full mode.
+struct Answer {
+    queries: Vec<SubQuery>,
+    memories: Vec<MemoryId>,
+    actions: Vec<MemoryId>,
+}
+
+/// Shares of full mode's answers that working memory also gave.
+struct Agreement {
+    // Full mode's memories (all it returns) found among working memory's, pooled.
+    memories: f64,
+    // Recalls whose first memory is the same.
+    top1: f64,
+    // Full mode's actions found among working memory's, pooled.
+    actions: f64,
+}
+
+/// Loads the whole stored graph into one engine (full mode: every note indexed) and runs the
+/// recalls of `answers` again there. Run after the timed loop: it holds the whole graph.
+fn agreement_with_full_mode(
+    store: &Store,
+    embedder: &EmbedderChoice,
+    answers: &[Answer],
+    cfg: &PipelineConfig,
+) -> Result<Agreement> {
+    let t = Instant::now();
+    let mut full = Engine::new(store.load_graph()?);
+    full.embed_all(embedder.clone(), &|_, _| {})?;
+    println!(
+        "  full mode for comparison: {} notes loaded and indexed in {:.0} ms",
+        full.graph().len(),
+        ms(t)
+    );
+    // (found, of) pooled: full mode's ids that working memory also returned.
+    let (mut memories, mut actions, mut top1) = ((0, 0), (0, 0), 0);
+    let pool = |into: &mut (usize, usize), want: Vec<MemoryId>, got: &[MemoryId]| {
+        into.0 += want.iter().filter(|id| got.contains(id)).count();
+        into.1 += want.len();
+    };
+    for ans in answers {
+        let r = full.recall(&ans.queries, cfg, None)?;
+        top1 += usize::from(r.memories.first().map(|m| m.id) == ans.memories.first().copied());
+        pool(
+            &mut memories,
+            r.memories.iter().map(|m| m.id).collect(),
+            &ans.memories,
+        );
+        pool(
+            &mut actions,
+            r.actions.iter().map(|a| a.id).collect(),
+            &ans.actions,
+        );
+    }
+    let share = |hit: usize, total: usize| {
+        if total == 0 {
+            1.0
+        } else {
+            hit as f64 / total as f64
+        }
+    };
+    Ok(Agreement {
+        memories: share(memories.0, memories.1),
+        top1: top1 as f64 / answers.len().max(1) as f64,
+        actions: share(actions.0, actions.1),
+    })
 }

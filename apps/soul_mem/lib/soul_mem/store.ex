@@ -234,7 +234,8 @@ defmodule SoulMem.Store do
   activated notes past the cap (written back first).
 
   Options (all optional): `:cap` (non-core notes kept, default 1000),
-  `:k_hops` (default 2), `:seeds_per_query` (5), `:min_score`,
+  `:activation_budget` (notes one activation loads at most, closest first,
+  default 256), `:k_hops` (default 2), `:seeds_per_query` (5), `:min_score`,
   `:embedder` (`"model"` or `"hash"`; default the graph's embedder),
   `:ann_from` (from this many indexed notes on the long-term index is an
   HNSW graph saved beside the store, default 200 000; `:never` keeps the
@@ -247,7 +248,15 @@ defmodule SoulMem.Store do
     {progress, opts} = Keyword.pop(opts, :progress, self())
 
     opts =
-      Keyword.validate!(opts, [:cap, :k_hops, :seeds_per_query, :min_score, :embedder, :ann_from])
+      Keyword.validate!(opts, [
+        :cap,
+        :activation_budget,
+        :k_hops,
+        :seeds_per_query,
+        :min_score,
+        :embedder,
+        :ann_from
+      ])
 
     cfg =
       for {k, v} <- opts, v != nil, into: %{} do

@@ -465,6 +465,22 @@ defmodule SoulMem.PersistenceTest do
     assert texts(id) == ["还记得吗"]
   end
 
+  test "activation mode: one recall loads at most the activation budget per step", context do
+    id = id()
+    start(context, id)
+    stop(id)
+
+    pid = start(context, id, working_memory: [cap: 40, k_hops: 2, activation_budget: 3])
+    {:ok, memory} = Character.memory(pid)
+    loaded = SoulMem.Memory.stats(memory).nodes
+
+    {:ok, result} = SoulMem.recall(pid, %{text: "麻辣烫洒了"})
+    assert result.memories != []
+    # The activation and the boundary expansion after it: three notes each at most.
+    assert SoulMem.Memory.stats(memory).nodes - loaded <= 6
+    stop(id)
+  end
+
   test "activation mode with an HNSW long-term index saves it beside the store and reuses it",
        context do
     id = id()

@@ -91,9 +91,10 @@ impl WorkingMemory {
 
     /// Activates working memory for `query_vectors` (query-side vectors of the index's
     /// embedder): seeds from the long-term index; seeds not resident bring in their `k_hops`
-    /// neighbourhood ([`Store::activate`], at most `cap` notes per call); resident seeds on the
-    /// boundary are expanded one hop (when `expand_boundary`); then the least recently
-    /// activated non-core notes beyond `cap` are released (changed ones persisted first).
+    /// neighbourhood ([`Store::activate`], at most [`WorkingConfig::activation_budget`] notes
+    /// per call, nearest first); resident seeds on the boundary are expanded one hop (when
+    /// `expand_boundary`); then the least recently activated non-core notes beyond `cap` are
+    /// released (changed ones persisted first).
     ///
     /// Errors leave the graph consistent (possibly with part of the new notes loaded); a
     /// failed release write removes nothing.
@@ -141,7 +142,7 @@ impl WorkingMemory {
         }
         if !new_seeds.is_empty() {
             let act =
-                store.activate_with(&new_seeds, self.cfg.k_hops, self.cfg.cap, &self.links)?;
+                store.activate_with(&new_seeds, self.cfg.k_hops, self.budget(), &self.links)?;
             report.truncated |= act.truncated;
             self.merge(engine, store, &act, report)?;
         }
@@ -258,6 +259,11 @@ impl WorkingMemory {
             .collect()
     }
 
+    /// Notes one activation may load: [`WorkingConfig::activation_budget`], at most the cap.
+    fn budget(&self) -> usize {
+        self.cfg.activation_budget.min(self.cfg.cap)
+    }
+
     pub(super) fn touch_one(&mut self, id: MemoryId) {
         self.seq += 1;
         self.last.insert(id, (self.tick, self.seq));
@@ -330,7 +336,7 @@ impl WorkingMemory {
             return Ok(());
         }
         self.refresh_links(store)?;
-        let act = store.activate_with(ids, 1, self.cfg.cap, &self.links)?;
+        let act = store.activate_with(ids, 1, self.budget(), &self.links)?;
         report.truncated |= act.truncated;
         self.merge(engine, store, &act, report)?;
         report

@@ -17,7 +17,10 @@
 //!    loaded at open, kept current by working memory's own writes and reloaded when another
 //!    path wrote note or link rows), the notes themselves come from the store. Links to notes
 //!    not loaded stay pending in the graph and attach when the target loads. Core notes are
-//!    always resident.
+//!    always resident. One activation loads at most [`WorkingConfig::activation_budget`]
+//!    notes, nearest first (the seeds, then hop by hop, stronger links first): a chat
+//!    message's ~25 seeds have ~1,000 notes within two hops at three links per note — the
+//!    whole cap — and loading them all would replace the working graph on every message.
 //! 4. **Boundary.** A working note with an active stored neighbour that is not loaded is on the
 //!    boundary. When a recall result ([`WorkingMemory::recall`]) contains boundary notes, they
 //!    are expanded one hop and the recall is run once more IN THE SAME CALL, so PPR walks into
@@ -87,6 +90,12 @@ pub struct WorkingConfig {
     pub k_hops: usize,
     /// Resident non-core notes at most (core notes are not counted). Default 1000.
     pub cap: usize,
+    /// Notes one activation (or boundary expansion) takes in at most, nearest first: the
+    /// seeds (or the expanded notes) themselves, then their neighbours hop by hop, stronger
+    /// links first; at most `cap`. Default 256:
+    /// room for a message's ~25 seeds, their direct neighbours and the strongest of the
+    /// second hop; what a recall reaches past them is expanded on demand (the boundary).
+    pub activation_budget: usize,
     /// Seeds taken per query vector from the long-term index. Default 5.
     pub seeds_per_query: usize,
     /// Seeds must reach this cosine similarity (none = any). Model-dependent: e5 puts unrelated
@@ -114,6 +123,7 @@ impl Default for WorkingConfig {
         WorkingConfig {
             k_hops: 2,
             cap: 1000,
+            activation_budget: 256,
             seeds_per_query: 5,
             min_score: None,
             embed_batch: 256,
@@ -125,11 +135,17 @@ impl Default for WorkingConfig {
 }
 
 impl WorkingConfig {
-    /// Checks the ranges: `cap`, `seeds_per_query` and `embed_batch` at least 1, `k_hops` at
-    /// most 16, `min_score` finite.
+    /// Checks the ranges: `cap`, `activation_budget`, `seeds_per_query` and `embed_batch` at
+    /// least 1, `k_hops` at most 16, `min_score` finite.
     pub fn validate(&self) -> Result<()> {
         if self.cap == 0 {
             return Err(Error::invalid_argument("cap", "must be at least 1"));
+        }
+        if self.activation_budget == 0 {
+            return Err(Error::invalid_argument(
+                "activation_budget",
+                "must be at least 1",
+            ));
         }
         if self.seeds_per_query == 0 {
             return Err(Error::invalid_argument(
@@ -225,7 +241,7 @@ pub struct ActivationReport {
     pub working_size: usize,
     /// Resident non-core notes afterwards.
     pub non_core: usize,
-    /// True when the cap cut a neighbourhood short.
+    /// True when the activation budget cut a neighbourhood short.
     pub truncated: bool,
     /// True when a recall was run again after a boundary expansion.
     pub rerun: bool,

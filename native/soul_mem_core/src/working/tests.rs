@@ -257,6 +257,11 @@ fn config_validation() {
     };
     assert!(bad.validate().is_err());
     let bad = WorkingConfig {
+        activation_budget: 0,
+        ..WorkingConfig::default()
+    };
+    assert!(bad.validate().is_err());
+    let bad = WorkingConfig {
         min_score: Some(f32::NAN),
         ..WorkingConfig::default()
     };

@@ -5,10 +5,11 @@ use super::data;
 use super::eval::Mode;
 use crate::report::JsonDest;
 use serde_json::Value;
+use soul_mem_core::working::WorkingConfig;
 use std::path::{Path, PathBuf};
 
 /// Usage text of the subcommand.
-pub const USAGE: &str = "soul_tune retrieve <question.json|DIR>... [--mode bm25|embedding|association|full|all] [--batch] [--json OUT|-] [--embedder model|hash] [--model PATH] [--cache PATH|none] [--threshold F] [--config JSON] [--sweep JSON] [--action-temperature T] [--score-dist] [--verbose]";
+pub const USAGE: &str = "soul_tune retrieve <question.json|DIR>... [--mode bm25|embedding|association|full|working|all] [--working-cap 16] [--working-budget N] [--batch] [--json OUT|-] [--embedder model|hash] [--model PATH] [--cache PATH|none] [--threshold F] [--config JSON] [--sweep JSON] [--action-temperature T] [--score-dist] [--verbose]";
 
 /// Parsed command line.
 #[derive(Debug, Clone)]
@@ -41,6 +42,10 @@ pub struct Options {
     pub sweep: Option<data::BlendSweep>,
     /// Pipeline settings by dotted path over the defaults for every run (`--config`).
     pub config: Vec<(String, serde_json::Value)>,
+    /// `--mode working`: resident non-core notes (`--working-cap`, default 16: a fixture
+    /// character has 32–104 notes) and notes per activation (`--working-budget`, default the
+    /// library's, at most the cap).
+    pub working: WorkingConfig,
 }
 
 /// The default embedding cache: `native/target/soul_tune_embeddings.sqlite3` when the
@@ -72,6 +77,10 @@ pub fn parse_args(args: &[String]) -> Result<Options, String> {
         sweep: None,
         action_temperature: None,
         config: Vec::new(),
+        working: WorkingConfig {
+            cap: 16,
+            ..WorkingConfig::default()
+        },
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -107,6 +116,19 @@ pub fn parse_args(args: &[String]) -> Result<Options, String> {
                 data::expand_sweep_pairs(Some(&sw)).map_err(|e| format!("--sweep: {e}"))?;
                 o.sweep = Some(sw);
             }
+            "--working-cap" | "--working-budget" => {
+                let v = value(a.as_str())?;
+                let n: usize = v
+                    .parse()
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| format!("{a} must be a positive integer, got {v:?}"))?;
+                if a == "--working-cap" {
+                    o.working.cap = n;
+                } else {
+                    o.working.activation_budget = n;
+                }
+            }
             "--embedder" => {
                 let v = value("--embedder")?;
                 if v != "model" && v != "hash" {
@@ -137,7 +159,7 @@ pub fn parse_args(args: &[String]) -> Result<Options, String> {
                         .map(|m| {
                             Mode::parse(m.trim()).ok_or_else(|| {
                                 format!(
-                                    "--mode: unknown mode {m:?} (bm25|embedding|association|full|all)"
+                                    "--mode: unknown mode {m:?} (bm25|embedding|association|full|working|all)"
                                 )
                             })
                         })

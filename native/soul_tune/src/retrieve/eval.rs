@@ -18,7 +18,8 @@ use serde::Serialize;
 use soul_mem_core::model::NodeKind;
 use soul_mem_core::retrieval::{
     association, bayes_actions, query_terms, similarity, situation_sources, softmax,
-    DefaultPipeline, EmbeddedQuery, PipelineConfig, QueryVectors, RetrievalIndex, Stage, SubQuery,
+    DefaultPipeline, EmbeddedQuery, PipelineConfig, PipelineResult, QueryVectors, RetrievalIndex,
+    Stage, SubQuery,
 };
 use std::collections::HashMap;
 
@@ -37,16 +38,21 @@ pub enum Mode {
     Full,
     /// Baseline: BM25F over the notes' words alone (the lexical channel), no embeddings.
     Bm25,
+    /// The default pipeline over working memory: the graph in a store, each case recalled
+    /// through a fresh `WorkingMemory` (seeds, activation, boundary expansion) — what a
+    /// character above the working-memory threshold answers (`working.rs`).
+    Working,
 }
 
 impl Mode {
-    /// Parses `embedding`, `association` or `full`.
+    /// Parses `embedding`, `association`, `full`, `bm25` or `working`.
     pub fn parse(s: &str) -> Option<Mode> {
         match s {
             "embedding" | "embed" => Some(Mode::Embedding),
             "association" | "assoc" => Some(Mode::Association),
             "full" | "pipeline" => Some(Mode::Full),
             "bm25" | "lexical" => Some(Mode::Bm25),
+            "working" => Some(Mode::Working),
             _ => None,
         }
     }
@@ -58,7 +64,13 @@ impl Mode {
             Mode::Association => "association",
             Mode::Full => "full",
             Mode::Bm25 => "bm25",
+            Mode::Working => "working",
         }
+    }
+
+    /// True for the modes that run the whole pipeline, action channel included.
+    pub fn has_actions(self) -> bool {
+        matches!(self, Mode::Full | Mode::Working)
     }
 }
 
@@ -71,6 +83,26 @@ pub struct Returned {
     pub actions: Vec<String>,
     /// Self-knowledge procedures (full mode only), best first.
     pub self_knowledge: Vec<String>,
+}
+
+impl Returned {
+    /// What a whole pipeline run returned (memories with their stage, actions,
+    /// self-knowledge), by readable id.
+    pub fn of(r: PipelineResult) -> Returned {
+        Returned {
+            memories: r
+                .memories
+                .into_iter()
+                .map(|m| (m.readable_id, m.stage))
+                .collect(),
+            actions: r.actions.into_iter().map(|a| a.readable_id).collect(),
+            self_knowledge: r
+                .self_knowledge
+                .into_iter()
+                .map(|a| a.readable_id)
+                .collect(),
+        }
+    }
 }
 
 type Scored = (u32, f64, Stage);
@@ -163,22 +195,13 @@ pub fn run(
             .unwrap_or_default()
     };
     match mode {
-        Mode::Full => {
-            let r = DefaultPipeline::run(idx, subs, vecs, cfg, None)?;
-            Ok(Returned {
-                memories: r
-                    .memories
-                    .into_iter()
-                    .map(|m| (m.readable_id, m.stage))
-                    .collect(),
-                actions: r.actions.into_iter().map(|a| a.readable_id).collect(),
-                self_knowledge: r
-                    .self_knowledge
-                    .into_iter()
-                    .map(|a| a.readable_id)
-                    .collect(),
-            })
-        }
+        Mode::Full => Ok(Returned::of(DefaultPipeline::run(
+            idx, subs, vecs, cfg, None,
+        )?)),
+        Mode::Working => Err(soul_mem_core::Error::invalid_argument(
+            "mode",
+            "working memory runs through working::WorkingRun, not over an index",
+        )),
         Mode::Embedding | Mode::Association | Mode::Bm25 => {
             let mut per = Vec::with_capacity(subs.len());
             for (q, v) in subs.iter().zip(vecs) {

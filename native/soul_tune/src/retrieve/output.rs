@@ -18,7 +18,7 @@ use std::process::ExitCode;
 /// are left out.
 fn summary_json(mode: Mode, s: &Summary) -> Value {
     let mut v = json!(s);
-    if mode != Mode::Full {
+    if !mode.has_actions() {
         if let Value::Object(m) = &mut v {
             m.retain(|k, _| !k.starts_with("act_miss_"));
         }
@@ -29,7 +29,7 @@ fn summary_json(mode: Mode, s: &Summary) -> Value {
 /// Case results as JSON (without `action_miss` outside `full`, as [`summary_json`]).
 fn cases_json(mode: Mode, cases: &[CaseResult]) -> Value {
     let mut v = json!(cases);
-    if mode != Mode::Full {
+    if !mode.has_actions() {
         if let Value::Array(a) = &mut v {
             for c in a {
                 if let Value::Object(m) = c {
@@ -158,7 +158,7 @@ pub fn report(
                             || c.fp_any == Some(1)
                     }) {
                         let miss = match (*mode, c.action_miss) {
-                            (Mode::Full, Some(m)) => format!(", miss: {m}"),
+                            (m0, Some(m)) if m0.has_actions() => format!(", miss: {m}"),
                             _ => String::new(),
                         };
                         misses.push(format!(
@@ -276,13 +276,13 @@ pub fn report(
         "\nmust% = scored cases whose expected_combined_ranking ids ALL appear in the returned memories \
 (≤ config.max_results); any% = at least one does; ret = mean memories returned. scored = non-negative cases whose must ids all exist \
 in the graph; dErr = cases naming ids absent from the graph (not scored); neg = empty expectation (not a failure); proc = scored cases whose must list names a procedure \
-(memories never hold procedures: they are looked up in the action/self-knowledge channels, so only `full` can hit them; \
+(memories never hold procedures: they are looked up in the action/self-knowledge channels, so only `full` and `working` can hit them; \
 ranked list = memories ++ actions ++ self-knowledge). \
 act s/e = action cases scored/data-error; act% / actR@3 = action channel hit rate / Recall@3; act+sk = hit \
 counting self-knowledge procedures too; abs = abstract detected/expected; absP = detected via PPR only; \
 perQ% = expected_per_query fully returned by the sub-query alone. \
 R@10 = mean Recall@10 of the must ids over scored cases (always K = 10, whatever test_k_values). \
-miss n/w/o = full-mode scored action cases with no expected action in the action channel, by reason: \
+miss n/w/o = full- and working-mode scored action cases with no expected action in the action channel, by reason: \
 n = no situation among the returned memories, w = situations returned but none of the expected ones \
 (the situation ids of the must list and expected_abstract), o = an expected situation returned but the expected action \
 was not in the action channel. negFP = mean memories returned per negative case (each one a false positive; \

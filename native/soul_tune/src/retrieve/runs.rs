@@ -7,7 +7,8 @@ use super::data::{self, check_case, CaseCheck, QueryFile};
 use super::eval::{self, Mode, Returned};
 use super::score::{self, CaseResult, Summary};
 use super::score_dist::{self, Dist};
-use soul_mem_core::engine::ModelEmbedder;
+use super::working::WorkingRun;
+use soul_mem_core::engine::{EmbedderChoice, ModelEmbedder};
 use soul_mem_core::graph::MemoryGraph;
 use soul_mem_core::import::{import_file, ImportOptions};
 use soul_mem_core::retrieval::{
@@ -15,11 +16,12 @@ use soul_mem_core::retrieval::{
     RetrievalIndex, TextEmbedder,
 };
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// The embedder in use (Sync so files can run in parallel).
 pub enum Emb {
-    Model(Box<ModelEmbedder>),
+    Model(Arc<ModelEmbedder>),
     Hash(HashEmbedder),
 }
 
@@ -35,6 +37,14 @@ impl Emb {
         match self {
             Emb::Model(m) => m.as_ref(),
             Emb::Hash(h) => h,
+        }
+    }
+
+    /// The same embedder as the engine takes it (working memory).
+    pub fn choice(&self) -> EmbedderChoice {
+        match self {
+            Emb::Model(m) => EmbedderChoice::Model(Arc::clone(m)),
+            Emb::Hash(h) => EmbedderChoice::Hash(*h),
         }
     }
 }
@@ -143,6 +153,25 @@ pub fn run_file(path: &Path, o: &Options, emb: &Emb) -> Result<FileOutcome, data
     let vectors = NodeVectors::embed_graph(&graph, e).map_err(|er| run_err(path, er))?;
     let idx = RetrievalIndex::build(&graph, vectors).map_err(|er| run_err(path, er))?;
     let qvecs = embed_queries(&qf, e).map_err(|er| run_err(path, er))?;
+    let working = if o.modes.contains(&Mode::Working) {
+        Some(
+            WorkingRun::new(&graph, emb.choice(), o.working.clone())
+                .map_err(|er| run_err(path, er))?,
+        )
+    } else {
+        None
+    };
+    // One case in `mode`: over the index, or through working memory.
+    let answer = |subs: &[soul_mem_core::retrieval::SubQuery],
+                  vecs: &[QueryVectors],
+                  mode: Mode,
+                  cfg: &PipelineConfig|
+     -> soul_mem_core::Result<Returned> {
+        match (mode, &working) {
+            (Mode::Working, Some(w)) => w.recall(subs, cfg),
+            _ => eval::run(&idx, subs, vecs, mode, cfg),
+        }
+    };
     let prep_secs = t0.elapsed().as_secs_f64();
 
     let t1 = Instant::now();
@@ -164,8 +193,8 @@ pub fn run_file(path: &Path, o: &Options, emb: &Emb) -> Result<FileOutcome, data
             let mut summary = Summary::default();
             let mut cases = Vec::with_capacity(qf.cases.len());
             for ((c, v), (_, check)) in qf.cases.iter().zip(&qvecs).zip(&checks) {
-                let mut ret = eval::run(&idx, &c.sub_queries, v, mode, &cfg)
-                    .map_err(|er| run_err(path, er))?;
+                let mut ret =
+                    answer(&c.sub_queries, v, mode, &cfg).map_err(|er| run_err(path, er))?;
                 if let (Mode::Full, Some(t)) = (mode, o.action_temperature) {
                     ret.actions = eval::tempered_actions(&idx, &c.sub_queries, v, &cfg, t)
                         .map_err(|er| run_err(path, er))?;
@@ -174,8 +203,7 @@ pub fn run_file(path: &Path, o: &Options, emb: &Emb) -> Result<FileOutcome, data
                     .expected_per_query
                     .iter()
                     .map(|p| {
-                        eval::run(
-                            &idx,
+                        answer(
                             std::slice::from_ref(&c.sub_queries[p.q]),
                             std::slice::from_ref(&v[p.q]),
                             mode,

@@ -63,7 +63,7 @@ fn abs_cell(s: &Summary) -> String {
 /// `miss n/w/o`: action misses by reason (no situation / wrong situation / outranked);
 /// `-` outside `full` (no action channel) or without scored action cases.
 fn miss_cell(mode: Mode, s: &Summary) -> String {
-    if mode != Mode::Full || s.action_scored == 0 {
+    if !mode.has_actions() || s.action_scored == 0 {
         return "-".into();
     }
     format!(
