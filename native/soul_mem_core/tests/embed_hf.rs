@@ -27,6 +27,8 @@ enum Family {
 
 const CHARS: &str = "小白打翻了麻辣烫汤洒一地今天的股票市场你好世界猫狗我们他她是在不心把碗碰倒";
 
+mod store_util;
+
 fn vocab(f: Family) -> Vec<String> {
     let specials: &[&str] = match f {
         Family::Bert => &["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
@@ -62,10 +64,8 @@ fn tokenizer_json(f: Family) -> serde_json::Value {
 
 /// Writes a tiny random checkpoint; returns (dir, max_position_embeddings).
 fn make_tiny(name: &str, f: Family) -> PathBuf {
-    let dir = std::env::temp_dir()
-        .join(format!("soul_mem_embed_hf_{}", std::process::id()))
-        .join(name);
-    let _ = std::fs::remove_dir_all(&dir);
+    // The last component is the name: model ids are made from it.
+    let dir = store_util::tmp("embed-hf", name).join(name);
     std::fs::create_dir_all(&dir).expect("dir");
     let v = vocab(f).len();
     let (prefix, max_pos, type_vocab, model_type, act) = match f {
@@ -500,12 +500,7 @@ fn torch_save(tensors: &HashMap<String, Tensor>, prefix: &str, max_pos: usize) -
 /// The directory has the same name under another parent, so the model ids are comparable.
 fn pth_copy(src: &Path, f: Family) -> PathBuf {
     let name = src.file_name().expect("name");
-    let dst = src
-        .parent()
-        .expect("parent")
-        .join(format!("{}-pth", name.to_string_lossy()))
-        .join(name);
-    let _ = std::fs::remove_dir_all(&dst);
+    let dst = store_util::tmp("embed-hf", "pth").join(name);
     std::fs::create_dir_all(&dst).expect("dir");
     for file in ["config.json", "tokenizer.json"] {
         std::fs::copy(src.join(file), dst.join(file)).expect("copy");

@@ -4,10 +4,31 @@
 use chrono::{DateTime, TimeZone, Utc};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, Once};
 
-/// A fresh, empty directory under the system temp dir, unique per process and call.
+/// The directories [`tmp`] made in this process.
+static MADE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// Removes the directories [`tmp`] made. Runs at process exit: the test harness ends through
+/// libc's `exit` (after all tests, passed or failed), so a run leaves nothing behind in the
+/// temp dir; a test that needs its directory only while it runs cannot drop it too early.
+extern "C" fn remove_made() {
+    if let Ok(dirs) = MADE.lock() {
+        for d in dirs.iter() {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+/// A fresh, empty directory under the system temp dir, unique per process and call, removed
+/// when the process exits.
 pub fn tmp(prefix: &str, name: &str) -> PathBuf {
     static N: AtomicUsize = AtomicUsize::new(0);
+    static AT_EXIT: Once = Once::new();
+    // SAFETY: `remove_made` is a plain `extern "C" fn()` that never unwinds.
+    AT_EXIT.call_once(|| unsafe {
+        libc::atexit(remove_made);
+    });
     let d = std::env::temp_dir().join(format!(
         "soulmem-{prefix}-{}-{}-{name}",
         std::process::id(),
@@ -15,6 +36,7 @@ pub fn tmp(prefix: &str, name: &str) -> PathBuf {
     ));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
+    MADE.lock().unwrap().push(d.clone());
     d
 }
 
