@@ -180,7 +180,9 @@ defmodule SoulMem.Forgetting do
   cached per band; a failed call, or one still running when the budget is
   spent, leaves the masked text (`:mask_only`). A revision still running
   goes on in the background and is cached when it lands; one note is never
-  revised by two calls at once.
+  revised by two calls at once. Without a configured LLM
+  (`c:SoulMem.LLM.Client.configured?/1`) no revision is asked: the masked
+  text stands.
 
   Options: `:budget` — ms the recall waits for revisions (default app env
   `:forget_budget_ms`, 1000); `:llm` — options for `SoulMem.LLM.chat/2`
@@ -231,13 +233,17 @@ defmodule SoulMem.Forgetting do
 
   # Starts (or joins) the due revisions, waits for them up to the budget, then reads the views
   # again: the engine's revision cache is the one place a landed revision is found.
+  # Without a configured LLM nothing is asked: the masked text stands (no task, no warning
+  # per recalled memory, no second read of the views).
   defp revise(memory, ids, views, now, opts) do
-    case Enum.filter(views, & &1.needs_revision) |> Enum.take(opts[:max_concurrency]) do
-      [] ->
+    llm = Keyword.merge([retries: 0, timeout: opts[:llm_timeout]], opts[:llm] || [])
+    due = Enum.filter(views, & &1.needs_revision) |> Enum.take(opts[:max_concurrency])
+
+    cond do
+      due == [] or not SoulMem.LLM.client().configured?(llm) ->
         {:ok, views}
 
-      due ->
-        llm = Keyword.merge([retries: 0, timeout: opts[:llm_timeout]], opts[:llm] || [])
+      true ->
         budget = opts[:budget] || Application.get_env(:soul_mem, :forget_budget_ms, 1_000)
         deadline = System.monotonic_time(:millisecond) + budget
 

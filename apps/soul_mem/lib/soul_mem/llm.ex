@@ -113,6 +113,26 @@ defmodule SoulMem.LLM do
     end
   end
 
+  @doc """
+  True when `opts` (or the application env under them) name an endpoint
+  (`:base_url`), so `chat/2` would send a request rather than fail with
+  `:not_configured`.
+  """
+  @impl true
+  @spec configured?(keyword()) :: boolean()
+  def configured?(opts \\ []) do
+    # Only the endpoint is looked at: options that are wrong otherwise still make `chat/2`
+    # fail with a reason worth reporting.
+    url =
+      cond do
+        Keyword.has_key?(opts, :base_url) -> opts[:base_url]
+        match?(%Config{}, opts[:config]) -> opts[:config].base_url
+        true -> Config.from_env().base_url
+      end
+
+    check_config(%Config{base_url: url}) == :ok
+  end
+
   ## Request body
 
   defp check_config(%Config{base_url: url}) when is_binary(url) and url != "", do: :ok

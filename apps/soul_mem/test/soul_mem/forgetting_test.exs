@@ -240,6 +240,21 @@ defmodule SoulMem.ForgettingTest do
     assert content =~ "[masked]"
   end
 
+  test "without a configured LLM no revision is asked and nothing is logged", ctx do
+    {id, _memory} = start_character(96)
+
+    log =
+      ExUnit.CaptureLog.capture_log(fn ->
+        assert {:ok, result} = recall(id, ctx, llm: [base_url: nil])
+        assert %{content: content, forgetting: %{action: :mask_only, band: 9}} = spill(result)
+        assert content =~ "[masked]"
+      end)
+
+    refute log =~ "revision of"
+    refute_received {:fake_llm, _}
+    assert FakeLLM.requests(ctx.server) == []
+  end
+
   test "invalid LLM options degrade to the mask instead of crashing the recall", ctx do
     {id, _memory} = start_character(96)
     assert {:ok, result} = recall(id, ctx, llm: [no_such_option: 1])

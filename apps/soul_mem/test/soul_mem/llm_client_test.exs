@@ -10,6 +10,9 @@ defmodule SoulMem.LLMClientTest do
     @behaviour SoulMem.LLM.Client
 
     @impl true
+    def configured?(_opts), do: true
+
+    @impl true
     def chat(messages, _opts) do
       %{content: question} = List.last(messages)
       {:ok, %{content: "（脚本）你问的是：" <> question}}

@@ -36,6 +36,17 @@ defmodule SoulMem.LLMTest do
     refute Map.has_key?(body, "response_format")
   end
 
+  test "configured? says whether an endpoint is named, by the options first", %{url: url} do
+    assert LLM.configured?(base_url: url)
+    refute LLM.configured?(base_url: nil)
+    refute LLM.configured?(base_url: "")
+    assert LLM.configured?(config: %SoulMem.LLM.Config{base_url: url})
+    refute LLM.configured?(config: %SoulMem.LLM.Config{base_url: url}, base_url: nil)
+    # Wrong options elsewhere do not make it raise: chat/2 reports them.
+    assert LLM.configured?(base_url: url, temperature: -1)
+    assert {:error, :not_configured} = LLM.chat(@messages, base_url: nil, retries: 0)
+  end
+
   test "json_schema is sent as response_format", %{url: url} do
     schema = %{"type" => "object", "properties" => %{"a" => %{"type" => "string"}}}
     assert {:ok, _} = LLM.chat(@messages, base_url: url, json_schema: schema)

@@ -12,6 +12,9 @@ defmodule SoulMemWeb.StreamingLLM do
   def reply, do: @reply
 
   @impl true
+  def configured?(_opts), do: true
+
+  @impl true
   def chat(_messages, opts) do
     case Application.get_env(:soul_mem, :scripted_llm_error) do
       nil ->

@@ -18,4 +18,11 @@ defmodule SoulMem.LLM.Client do
   @callback chat([message()], keyword()) ::
               {:ok, %{required(:content) => String.t(), optional(atom()) => term()}}
               | {:error, term()}
+
+  @doc """
+  Whether a chat with `opts` could be sent at all (an endpoint is configured):
+  work that is only worth doing with an answer (a forgetting revision on the
+  recall path) is skipped when it is not, instead of failing once per call.
+  """
+  @callback configured?(keyword()) :: boolean()
 end
