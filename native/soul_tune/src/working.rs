@@ -476,6 +476,23 @@ fn measure(a: &Args) -> Result<serde_json::Value> {
             .count();
     }
     let seed_agreement = agree as f64 / exact_total.max(1) as f64;
+    // The seeds alone (the long-term index's scan for all query vectors of a recall, and the
+    // exact re-scoring of its candidates) for one vector and for five, as a chat message's
+    // text and four keywords give.
+    let mut seeds_ms = Vec::new();
+    for n in [1usize, 5] {
+        let mut times = Vec::new();
+        for chunk in texts.chunks(n).take(60).filter(|c| c.len() == n) {
+            let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
+            let q = wm.embed_queries(&refs)?;
+            let t = Instant::now();
+            wm.seeds(&store, &q)?;
+            times.push(ms(t));
+        }
+        let (p50, p99) = p50_p99(times);
+        seeds_ms.push(serde_json::json!({"vectors": n, "p50": p50, "p99": p99}));
+        println!("  seeds for {n} query vector(s): p50 {p50:.2} ms, p99 {p99:.2} ms");
+    }
     let index_recall_at_10 = own as f64 / own_total.max(1) as f64;
     println!(
         "  long-term index ({:?}): {:.1} MB ({:.0} bytes per note); its own top-10 = exact f32 top-10 for {:.1} % ({own}/{own_total}); seeds = exact f32 top-{} for {:.1} % ({agree}/{exact_total}, {sample} queries)",
@@ -636,6 +653,7 @@ fn measure(a: &Args) -> Result<serde_json::Value> {
         "index_bytes": wm.index_bytes(),
         "links_bytes": wm.links_bytes(),
         "seed_agreement_with_f32": seed_agreement,
+        "seeds_ms": seeds_ms,
         "index_kind": index.kind,
         "index_from_saved": index.from_saved,
         "index_saved": index.saved,

@@ -4,8 +4,12 @@
 //! a [`TextEmbedder`]; not the model (`embed/`) nor the persistent cache of model outputs
 //! (`embedding_cache.rs`).
 
+mod q16_kernels;
 mod reuse;
 
+#[cfg(target_arch = "x86_64")]
+use q16_kernels::dot_i16_i8_avx2;
+use q16_kernels::{prefetch, MAX_I16_DIM, PREFETCH_ROWS};
 pub use reuse::VectorPlan;
 
 use super::dot::{dot_q8, l2_normalise};
@@ -46,8 +50,9 @@ impl QVec {
     /// rows of the queries' length) and query `p` of `queries`: `score` is the row's scaled
     /// dot product with that query, exactly as [`NodeVectors::max_dot_q8`] computes it. Each
     /// row is read from memory once and compared with every query while in cache (the scan
-    /// is bound by memory bandwidth: `p` queries cost about one scan, not `p`). The AVX2
-    /// kernel is chosen once.
+    /// is bound by memory bandwidth: `p` queries cost about one scan, not `p`). The kernel —
+    /// AVX-512 VNNI, AVX2 or portable (`q16_kernels.rs`), all giving the same sums — is
+    /// chosen by the CPU's features.
     /// Complexity: O(rows × queries × dim).
     pub(crate) fn for_each_dot_q8_many(
         queries: &[QVec],
@@ -63,13 +68,19 @@ impl QVec {
         }
         #[cfg(target_arch = "x86_64")]
         {
-            if dim <= MAX_I16_DIM
-                && queries.iter().all(|q| q.q16.len() == dim)
-                && std::is_x86_feature_detected!("avx2")
-            {
-                // SAFETY: AVX2 checked just above; rows have the queries' length ≤ MAX_I16_DIM.
-                unsafe { for_each_dot_i16_avx2(queries, rows, scales, f) };
-                return;
+            if dim <= MAX_I16_DIM && queries.iter().all(|q| q.q16.len() == dim) {
+                if q16_kernels::has_avx512_vnni() {
+                    // SAFETY: AVX-512 BW and VNNI checked just above; rows have the queries'
+                    // length ≤ MAX_I16_DIM.
+                    unsafe { q16_kernels::for_each_dot_i16_avx512(queries, rows, scales, f) };
+                    return;
+                }
+                if std::is_x86_feature_detected!("avx2") {
+                    // SAFETY: AVX2 checked just above; rows have the queries' length ≤
+                    // MAX_I16_DIM.
+                    unsafe { q16_kernels::for_each_dot_i16_avx2(queries, rows, scales, f) };
+                    return;
+                }
             }
         }
         for (i, (r, s)) in rows.chunks_exact(dim).zip(scales).enumerate() {
@@ -78,50 +89,6 @@ impl QVec {
             }
         }
     }
-}
-
-/// [`QVec::for_each_dot_q8_many`] with the i16 × i8 kernel inlined, prefetching
-/// [`PREFETCH_ROWS`] rows ahead.
-///
-/// # Safety
-/// The CPU must support AVX2; every query's `q16` must have the rows' length ≤ [`MAX_I16_DIM`].
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn for_each_dot_i16_avx2(
-    queries: &[QVec],
-    rows: &[i8],
-    scales: &[f32],
-    mut f: impl FnMut(usize, usize, f32),
-) {
-    let Some(dim) = queries.first().map(|q| q.q16.len()) else {
-        return;
-    };
-    for (i, (r, s)) in rows.chunks_exact(dim).zip(scales).enumerate() {
-        prefetch(rows.as_ptr().wrapping_add((i + PREFETCH_ROWS) * dim), dim);
-        for (p, q) in queries.iter().enumerate() {
-            // SAFETY: AVX2 is enabled for this function; equal lengths ≤ MAX_I16_DIM.
-            f(
-                i,
-                p,
-                (unsafe { dot_i16_i8_avx2(&q.q16, r) }) as f32 * q.scale * s,
-            );
-        }
-    }
-}
-
-/// Asks the CPU to bring the `len` bytes at `at` into cache (no-op off x86_64). A prefetch
-/// never faults, whatever the address: past the end of a buffer it is a hint that goes unused.
-#[inline(always)]
-fn prefetch(at: *const i8, len: usize) {
-    #[cfg(target_arch = "x86_64")]
-    for k in (0..len).step_by(64) {
-        // SAFETY: a prefetch never faults; SSE is baseline on x86_64.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch(at.wrapping_add(k), std::arch::x86_64::_MM_HINT_T0)
-        };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (at, len);
 }
 
 /// Appends the int8 copy of `v` (scale `max|x|/127`, round to nearest) to `out` and returns
@@ -142,60 +109,6 @@ impl std::ops::Deref for QVec {
     fn deref(&self) -> &[f32] {
         &self.f
     }
-}
-
-/// Rows longer than this use the f32 × int8 path: the i16 × i8 path accumulates pairs of
-/// products in i32 lanes, which stays exact only up to this dimension.
-const MAX_I16_DIM: usize = 4096;
-
-/// How many rows ahead the scan prefetches: the hardware prefetcher alone leaves the scan
-/// ~10% short of its bandwidth (measured: 8 rows ≈ 16 and 32, all better than 4 and 0).
-const PREFETCH_ROWS: usize = 8;
-
-/// `Σ q16·r` over int8 rows with AVX2 `madd_epi16` (16 products per instruction).
-///
-/// # Safety
-/// The CPU must support AVX2; `q` and `r` must have the same length ≤ [`MAX_I16_DIM`].
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn dot_i16_i8_avx2(q: &[i16], r: &[i8]) -> i64 {
-    use std::arch::x86_64::*;
-    let n = q.len().min(r.len());
-    let (pq, pr) = (q.as_ptr(), r.as_ptr());
-    let mut i = 0;
-    let mut s: i64 = 0;
-    // SAFETY: every load reads 16 elements at offsets < n of both slices.
-    unsafe {
-        let mut acc0 = _mm256_setzero_si256();
-        let mut acc1 = _mm256_setzero_si256();
-        while i + 32 <= n {
-            let r0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(pr.add(i) as *const __m128i));
-            let r1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(pr.add(i + 16) as *const __m128i));
-            let q0 = _mm256_loadu_si256(pq.add(i) as *const __m256i);
-            let q1 = _mm256_loadu_si256(pq.add(i + 16) as *const __m256i);
-            acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(q0, r0));
-            acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(q1, r1));
-            i += 32;
-        }
-        while i + 16 <= n {
-            let r0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(pr.add(i) as *const __m128i));
-            let q0 = _mm256_loadu_si256(pq.add(i) as *const __m256i);
-            acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(q0, r0));
-            i += 16;
-        }
-        let mut lanes = [0i32; 8];
-        _mm256_storeu_si256(
-            lanes.as_mut_ptr() as *mut __m256i,
-            _mm256_add_epi32(acc0, acc1),
-        );
-        for l in lanes {
-            s += i64::from(l);
-        }
-    }
-    for j in i..n {
-        s += i64::from(q[j]) * i64::from(r[j]);
-    }
-    s
 }
 
 /// Rows of one field kind for all nodes: a row-major `rows × dim` matrix. A node's rows are
