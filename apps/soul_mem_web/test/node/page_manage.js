@@ -35,6 +35,8 @@ const shots = {
   mobileMemories: variant("390_memories")
 };
 const work = fs.mkdtempSync(path.join(os.tmpdir(), "soul_mem_page_manage-"));
+// The card files and downloads are the run's own: gone when it ends, passed or failed.
+process.on("exit", () => fs.rmSync(work, { recursive: true, force: true }));
 
 let current = null; // the page, for a screenshot of a failure
 
