@@ -230,7 +230,8 @@ pub enum EmbedderChoice {
 }
 
 impl EmbedderChoice {
-    pub(crate) fn as_dyn(&self) -> &dyn TextEmbedder {
+    /// The embedder itself, to embed texts with.
+    pub fn as_dyn(&self) -> &dyn TextEmbedder {
         match self {
             EmbedderChoice::Model(m) => m.as_ref(),
             EmbedderChoice::Hash(h) => h,

@@ -55,8 +55,8 @@ mod working;
 pub use args::default_cache;
 use args::{discover, parse_args, USAGE};
 use rayon::prelude::*;
-use runs::{run_file, Emb, FileOutcome};
-use soul_mem_core::engine::ModelEmbedder;
+use runs::{run_file, FileOutcome};
+use soul_mem_core::engine::{EmbedderChoice, ModelEmbedder};
 use soul_mem_core::retrieval::HashEmbedder;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -80,7 +80,7 @@ pub fn run(args: &[String]) -> ExitCode {
     let t0 = Instant::now();
     let emb = if o.embedder == "hash" {
         match HashEmbedder::new(384) {
-            Ok(h) => Emb::Hash(h),
+            Ok(h) => EmbedderChoice::Hash(h),
             Err(e) => {
                 eprintln!("error: {e}");
                 return ExitCode::FAILURE;
@@ -96,7 +96,7 @@ pub fn run(args: &[String]) -> ExitCode {
             }
         }
         match ModelEmbedder::load(o.model.as_deref(), o.cache.as_deref(), None) {
-            Ok(m) => Emb::Model(std::sync::Arc::new(m)),
+            Ok(m) => EmbedderChoice::Model(std::sync::Arc::new(m)),
             Err(e) => {
                 eprintln!("error: cannot load the embedding model: {e}\n(use --embedder hash to run without a model)");
                 return ExitCode::FAILURE;

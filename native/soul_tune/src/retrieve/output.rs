@@ -5,12 +5,13 @@
 use super::args::Options;
 use super::data::{self, CaseCheck};
 use super::eval::Mode;
-use super::runs::{Emb, FileOutcome};
+use super::runs::FileOutcome;
 use super::score::{CaseResult, Summary, GROUPS};
 use super::score_dist::dist_report;
 use super::tables::{cells, group_cells, group_table, groups_of, sweep_objective, table};
 use crate::report::{self, num, pct, Align, Printer, Table};
 use serde_json::{json, Value};
+use soul_mem_core::engine::EmbedderChoice;
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 
@@ -58,7 +59,7 @@ fn groups_json(mode: Mode, s: &Summary) -> Value {
 /// Prints the report of `results` (and writes the JSON one when asked); the exit code.
 pub fn report(
     o: &Options,
-    emb: &Emb,
+    emb: &EmbedderChoice,
     results: &[Result<FileOutcome, data::DataError>],
     load_secs: f64,
     wall: f64,
@@ -95,7 +96,7 @@ pub fn report(
         .collect();
     ks.sort_unstable();
     ks.dedup();
-    let model_id = emb.id();
+    let model_id = emb.name();
     out.line(format!(
         "soul_tune retrieve — embedder {model_id}, threshold {}, {} file(s)",
         o.threshold
@@ -334,8 +335,8 @@ per file and in total.",
         .iter()
         .fold((0.0, 0.0), |a, f| (a.0 + f.prep_secs, a.1 + f.eval_secs));
     let cache = match emb {
-        Emb::Model(m) => m.cache_counters(),
-        Emb::Hash(_) => None,
+        EmbedderChoice::Model(m) => m.cache_counters(),
+        EmbedderChoice::Hash(_) => None,
     };
     out.line(format!(
         "\nwall {wall:.2}s (model load {load_secs:.2}s; Σ per-file embed+index {prep:.2}s, Σ eval {eval:.2}s; {}){}",

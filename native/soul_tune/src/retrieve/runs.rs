@@ -8,46 +8,15 @@ use super::eval::{self, Mode, Returned};
 use super::score::{self, CaseResult, Summary};
 use super::score_dist::{self, Dist};
 use super::working::WorkingRun;
-use soul_mem_core::engine::{EmbedderChoice, ModelEmbedder};
+use soul_mem_core::engine::EmbedderChoice;
 use soul_mem_core::graph::MemoryGraph;
 use soul_mem_core::import::{import_file, ImportOptions};
 use soul_mem_core::retrieval::{
-    embed_distinct, EmbedKind, HashEmbedder, NodeVectors, PipelineConfig, QueryTexts, QueryVectors,
+    embed_distinct, EmbedKind, NodeVectors, PipelineConfig, QueryTexts, QueryVectors,
     RetrievalIndex, TextEmbedder,
 };
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Instant;
-
-/// The embedder in use (Sync so files can run in parallel).
-pub enum Emb {
-    Model(Arc<ModelEmbedder>),
-    Hash(HashEmbedder),
-}
-
-impl Emb {
-    pub fn id(&self) -> String {
-        match self {
-            Emb::Model(m) => m.model_id().to_owned(),
-            Emb::Hash(h) => format!("hash-ngram-{}", h.dim()),
-        }
-    }
-
-    pub fn dyn_ref(&self) -> &(dyn TextEmbedder + Sync) {
-        match self {
-            Emb::Model(m) => m.as_ref(),
-            Emb::Hash(h) => h,
-        }
-    }
-
-    /// The same embedder as the engine takes it (working memory).
-    pub fn choice(&self) -> EmbedderChoice {
-        match self {
-            Emb::Model(m) => EmbedderChoice::Model(Arc::clone(m)),
-            Emb::Hash(h) => EmbedderChoice::Hash(*h),
-        }
-    }
-}
 
 /// One (mode, weight pair) run of one file.
 pub struct PairRun {
@@ -141,7 +110,11 @@ fn pipeline_config(
 }
 
 /// Runs one query file end to end.
-pub fn run_file(path: &Path, o: &Options, emb: &Emb) -> Result<FileOutcome, data::DataError> {
+pub fn run_file(
+    path: &Path,
+    o: &Options,
+    emb: &EmbedderChoice,
+) -> Result<FileOutcome, data::DataError> {
     let t0 = Instant::now();
     let mut qf = data::load(path)?;
     if let Some(sw) = &o.sweep {
@@ -149,13 +122,13 @@ pub fn run_file(path: &Path, o: &Options, emb: &Emb) -> Result<FileOutcome, data
     }
     let character = data::character_of(path);
     let graph = load_graph(&qf, &character)?;
-    let e = emb.dyn_ref();
+    let e = emb.as_dyn();
     let vectors = NodeVectors::embed_graph(&graph, e).map_err(|er| run_err(path, er))?;
     let idx = RetrievalIndex::build(&graph, vectors).map_err(|er| run_err(path, er))?;
     let qvecs = embed_queries(&qf, e).map_err(|er| run_err(path, er))?;
     let working = if o.modes.contains(&Mode::Working) {
         Some(
-            WorkingRun::new(&graph, emb.choice(), o.working.clone())
+            WorkingRun::new(&graph, emb.clone(), o.working.clone())
                 .map_err(|er| run_err(path, er))?,
         )
     } else {
