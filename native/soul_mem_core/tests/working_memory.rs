@@ -187,7 +187,7 @@ fn an_activation_loads_at_most_its_budget_nearest_first() {
     let x = wm.expand(&mut e, &mut s, &[id("n11")]).unwrap();
     assert_eq!(x.loaded, vec!["n12".to_string()]);
     assert_eq!(resident(&e), names(&["self", "n9", "n10", "n11", "n12"]));
-    // Without the budget the same activation loads the whole 3-hop neighbourhood.
+    // With the default budget (256) the same activation loads the whole 3-hop neighbourhood.
     let mut s = chain_store("budget-off", 21);
     let (mut e, mut wm) = open(&mut s, one_seed(3, 1000));
     let r = wm.activate_texts(&mut e, &mut s, &[&content(10)]).unwrap();

@@ -476,6 +476,16 @@ fn measure(a: &Args) -> Result<serde_json::Value> {
             .count();
     }
     let seed_agreement = agree as f64 / exact_total.max(1) as f64;
+    let index_recall_at_10 = own as f64 / own_total.max(1) as f64;
+    println!(
+        "  long-term index ({:?}): {:.1} MB ({:.0} bytes per note); its own top-10 = exact f32 top-10 for {:.1} % ({own}/{own_total}); seeds = exact f32 top-{} for {:.1} % ({agree}/{exact_total}, {sample} queries)",
+        index.kind,
+        wm.index_bytes() as f64 / 1e6,
+        wm.index_bytes() as f64 / wm.index_len().max(1) as f64,
+        100.0 * index_recall_at_10,
+        cfg.seeds_per_query,
+        100.0 * seed_agreement
+    );
     // The seeds alone (the long-term index's scan for all query vectors of a recall, and the
     // exact re-scoring of its candidates) for one vector and for five, as a chat message's
     // text and four keywords give.
@@ -493,16 +503,6 @@ fn measure(a: &Args) -> Result<serde_json::Value> {
         seeds_ms.push(serde_json::json!({"vectors": n, "p50": p50, "p99": p99}));
         println!("  seeds for {n} query vector(s): p50 {p50:.2} ms, p99 {p99:.2} ms");
     }
-    let index_recall_at_10 = own as f64 / own_total.max(1) as f64;
-    println!(
-        "  long-term index ({:?}): {:.1} MB ({:.0} bytes per note); its own top-10 = exact f32 top-10 for {:.1} % ({own}/{own_total}); seeds = exact f32 top-{} for {:.1} % ({agree}/{exact_total}, {sample} queries)",
-        index.kind,
-        wm.index_bytes() as f64 / 1e6,
-        wm.index_bytes() as f64 / wm.index_len().max(1) as f64,
-        100.0 * index_recall_at_10,
-        cfg.seeds_per_query,
-        100.0 * seed_agreement
-    );
     println!(
         "  stored adjacency in memory: {:.1} MB ({:.0} bytes per note)",
         wm.links_bytes() as f64 / 1e6,

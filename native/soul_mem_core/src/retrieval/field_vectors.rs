@@ -50,9 +50,9 @@ impl QVec {
     /// rows of the queries' length) and query `p` of `queries`: `score` is the row's scaled
     /// dot product with that query, exactly as [`NodeVectors::max_dot_q8`] computes it. Each
     /// row is read from memory once and compared with every query while in cache (the scan
-    /// is bound by memory bandwidth: `p` queries cost about one scan, not `p`). The kernel —
-    /// AVX-512 VNNI, AVX2 or portable (`q16_kernels.rs`), all giving the same sums — is
-    /// chosen by the CPU's features.
+    /// is bound by memory bandwidth: `p` queries cost about one scan, not `p`). The kernel is
+    /// chosen by the CPU's features: AVX-512 VNNI or AVX2 (`q16_kernels.rs`, the same integer
+    /// sums), else the f32 × int8 product.
     /// Complexity: O(rows × queries × dim).
     pub(crate) fn for_each_dot_q8_many(
         queries: &[QVec],

@@ -92,9 +92,9 @@ pub struct WorkingConfig {
     pub cap: usize,
     /// Notes one activation (or boundary expansion) takes in at most, nearest first: the
     /// seeds (or the expanded notes) themselves, then their neighbours hop by hop, stronger
-    /// links first; at most `cap`. Default 256:
-    /// room for a message's ~25 seeds, their direct neighbours and the strongest of the
-    /// second hop; what a recall reaches past them is expanded on demand (the boundary).
+    /// links first; at most `cap`. Default 256: room for a message's ~25 seeds, their direct
+    /// neighbours and the strongest of the second hop; what a recall reaches past them is
+    /// expanded on demand (the boundary).
     pub activation_budget: usize,
     /// Seeds taken per query vector from the long-term index. Default 5.
     pub seeds_per_query: usize,

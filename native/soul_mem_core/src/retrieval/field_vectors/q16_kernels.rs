@@ -1,8 +1,9 @@
 //! The i16 × int8 dot-product kernels of the row scans: a [`QVec`]'s 16-bit copy against
-//! int8 rows, exact in integers (so every kernel gives the same sums, bit for bit, as the
-//! portable loop), with the CPU's widest instructions chosen at run time — AVX-512 VNNI
-//! (`vpdpwssd`: 32 products and their sum in one instruction) where present, else AVX2
-//! (`vpmaddwd`), else plain Rust.
+//! int8 rows, summed exactly in integers (so both kernels give the same sums, bit for bit),
+//! with the CPU's widest instructions chosen at run time — AVX-512 VNNI (`vpdpwssd`: 32
+//! products and their sum in one instruction) where present, else AVX2 (`vpmaddwd`). Without
+//! either, the scans fall back to the f32 × int8 product (`dot_q8`), equal within
+//! rounding.
 
 use super::QVec;
 
@@ -227,17 +228,45 @@ mod tests {
     use super::*;
     use crate::rng::SplitMix64;
 
-    /// Every (row, query, score) the scan reports, in order.
-    fn scan(queries: &[QVec], rows: &[i8], scales: &[f32]) -> Vec<(usize, usize, u32)> {
+    /// Every (row, query, score) each scan this CPU can run reports, in order, by name: the
+    /// dispatching scan, and each x86 kernel called directly (so a machine that dispatches to
+    /// AVX-512 still checks the AVX2 kernel).
+    fn scans(queries: &[QVec], rows: &[i8], scales: &[f32]) -> Vec<(&'static str, Scores)> {
         let mut out = Vec::new();
-        QVec::for_each_dot_q8_many(queries, rows, scales, |i, p, s| {
-            out.push((i, p, s.to_bits()))
+        let mut run = |name, scan: &dyn Fn(Sink<'_>)| {
+            let mut got = Vec::new();
+            scan(&mut |i, p, s| got.push((i, p, s.to_bits())));
+            out.push((name, got));
+        };
+        run("dispatch", &|f| {
+            QVec::for_each_dot_q8_many(queries, rows, scales, f)
         });
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::is_x86_feature_detected!("avx2") {
+                // SAFETY: AVX2 checked just above; the queries have the rows' length ≤
+                // MAX_I16_DIM.
+                run("avx2", &|f| unsafe {
+                    for_each_dot_i16_avx2(queries, rows, scales, f)
+                });
+            }
+            if has_avx512_vnni() {
+                // SAFETY: AVX-512 BW and VNNI checked just above; lengths as for AVX2.
+                run("avx512", &|f| unsafe {
+                    for_each_dot_i16_avx512(queries, rows, scales, f)
+                });
+            }
+        }
         out
     }
 
+    type Scores = Vec<(usize, usize, u32)>;
+
+    /// Where a scan reports its (row, query, score).
+    type Sink<'a> = &'a mut dyn FnMut(usize, usize, f32);
+
     /// The portable answer: integer sums of the 16-bit copies, scaled as the kernels scale.
-    fn reference(queries: &[QVec], rows: &[i8], scales: &[f32]) -> Vec<(usize, usize, u32)> {
+    fn reference(queries: &[QVec], rows: &[i8], scales: &[f32]) -> Scores {
         let dim = queries[0].q16.len();
         let mut out = Vec::new();
         for (i, (r, s)) in rows.chunks_exact(dim).zip(scales).enumerate() {
@@ -254,11 +283,17 @@ mod tests {
         out
     }
 
-    /// Whatever kernel this CPU gets, the scan gives the portable sums to the bit: for
-    /// dimensions around the vector widths, one to six queries, and the largest magnitudes at
-    /// the largest dimension the kernels take.
+    /// Every kernel this CPU runs gives the portable sums to the bit: for dimensions around
+    /// the vector widths, one to six queries, and the largest magnitudes at the largest
+    /// dimension the kernels take.
     #[test]
     fn every_kernel_gives_the_portable_sums() {
+        let check = |queries: &[QVec], rows: &[i8], scales: &[f32], what: &str| {
+            let want = reference(queries, rows, scales);
+            for (name, got) in scans(queries, rows, scales) {
+                assert_eq!(got, want, "{name}: {what}");
+            }
+        };
         let mut rng = SplitMix64::new(7);
         for dim in [1, 7, 16, 31, 32, 33, 95, 384, 1000] {
             for nq in 1..=6 {
@@ -269,32 +304,17 @@ mod tests {
                     .map(|_| (rng.below(255) as i32 - 127) as i8)
                     .collect();
                 let scales: Vec<f32> = (0..21).map(|_| rng.next_f64() as f32).collect();
-                assert_eq!(
-                    scan(&queries, &rows, &scales),
-                    reference(&queries, &rows, &scales),
-                    "dim {dim}, {nq} queries"
+                check(
+                    &queries,
+                    &rows,
+                    &scales,
+                    &format!("dim {dim}, {nq} queries"),
                 );
             }
         }
         let dim = MAX_I16_DIM;
         let queries = vec![QVec::new(vec![1.0; dim]), QVec::new(vec![-1.0; dim])];
         let rows: Vec<i8> = [vec![127i8; dim], vec![-127i8; dim]].concat();
-        let scales = [1.0, 1.0];
-        assert_eq!(
-            scan(&queries, &rows, &scales),
-            reference(&queries, &rows, &scales)
-        );
-        #[cfg(target_arch = "x86_64")]
-        if has_avx512_vnni() && std::is_x86_feature_detected!("avx2") {
-            // The AVX2 kernel too, on a machine that would otherwise not run it.
-            let mut avx2 = Vec::new();
-            // SAFETY: AVX2 checked just above; lengths equal and ≤ MAX_I16_DIM.
-            unsafe {
-                for_each_dot_i16_avx2(&queries, &rows, &scales, |i, p, s| {
-                    avx2.push((i, p, s.to_bits()))
-                })
-            };
-            assert_eq!(avx2, reference(&queries, &rows, &scales));
-        }
+        check(&queries, &rows, &[1.0, 1.0], "largest magnitudes");
     }
 }
