@@ -29,9 +29,11 @@ pub use error::NifError;
 
 rustler::init!("Elixir.SoulMem.Native", load = load);
 
-/// Runs once when the library is loaded: see [`allocator`]. A refused setting only costs
-/// speed, so loading goes on.
+/// Runs once when the library is loaded: see [`allocator`], and the compute pool
+/// ([`soul_mem_core::worker_pool`]: its workers pinned one per CPU unless
+/// `SOUL_MEM_PIN_WORKERS=0`). A refused setting only costs speed, so loading goes on.
 fn load(_env: rustler::Env, _info: rustler::Term) -> bool {
     let _ = allocator::tune();
+    let _ = soul_mem_core::worker_pool::init_global(soul_mem_core::worker_pool::pin_from_env());
     true
 }

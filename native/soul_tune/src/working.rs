@@ -21,6 +21,7 @@
 //! The hash embedder (384 dims, as e5-small) stands in for the model everywhere, so query
 //! embedding costs microseconds here; with the model add ~15–30 ms per query text.
 
+use crate::bench::{ms, p50_p99};
 use soul_mem_core::engine::{EmbedderChoice, Engine};
 use soul_mem_core::graph::MemoryGraph;
 use soul_mem_core::model::*;
@@ -241,23 +242,6 @@ fn synth(nodes: usize) -> Result<MemoryGraph> {
         g.insert(note)?;
     }
     Ok(g)
-}
-
-fn ms(t: Instant) -> f64 {
-    t.elapsed().as_secs_f64() * 1e3
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
-fn p50_p99(mut v: Vec<f64>) -> (f64, f64) {
-    v.sort_by(f64::total_cmp);
-    (percentile(&v, 0.5), percentile(&v, 0.99))
 }
 
 /// Peak resident set size of this process in MiB (VmHWM), when the OS tells.

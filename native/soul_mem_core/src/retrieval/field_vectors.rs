@@ -166,8 +166,9 @@ impl FieldMatrix {
     }
 
     /// Streams the rows of the nodes in `lo..hi` once, in storage order, comparing each row
-    /// with every probe while it is in cache; `kernel(q, row, scale)` is the scaled dot
-    /// product. See [`NodeVectors::scan_max_q8`] for `out`.
+    /// with every probe while it is in cache; `kernel(row, scale, sums)` writes the row's
+    /// scaled dot product with probe `p` to `sums[p]`. See [`NodeVectors::scan_max_q8`] for
+    /// `out`.
     #[inline(always)]
     fn scan_with(
         &self,
@@ -176,7 +177,7 @@ impl FieldMatrix {
         (lo, hi): (usize, usize),
         out: &mut [f32],
         stride: usize,
-        kernel: impl Fn(&QVec, &[i8], f32) -> f32,
+        mut kernel: impl FnMut(&[i8], f32, &mut [f32]),
     ) {
         let k0 = self.nodes.partition_point(|&i| (i as usize) < lo);
         let k1 = self.nodes.partition_point(|&i| (i as usize) < hi);
@@ -187,6 +188,7 @@ impl FieldMatrix {
             Some(k) => self.ends.get(k).map_or(0, |&e| e as usize),
             None => 0,
         };
+        let mut sums = vec![0f32; probes.len()];
         for (&node, &end) in nodes.iter().zip(ends) {
             let b = end as usize;
             let base = (node as usize - lo) * stride;
@@ -200,8 +202,8 @@ impl FieldMatrix {
                     self.q8.as_ptr().wrapping_add((r + PREFETCH_ROWS) * dim),
                     dim,
                 );
-                for p in probes {
-                    let d = kernel(p.q, row, scale);
+                kernel(row, scale, &mut sums);
+                for (p, &d) in probes.iter().zip(&sums) {
                     if let Some(o) = out.get_mut(base + p.slot) {
                         // NaN (no row yet) loses to any number: the first row's value wins.
                         *o = o.max(d);
@@ -236,13 +238,41 @@ unsafe fn scan_i16_avx2(
     out: &mut [f32],
     stride: usize,
 ) {
-    f.scan_with(dim, probes, range, out, stride, |q, r, s| {
-        if q.q16.len() == r.len() {
-            // SAFETY: AVX2 is enabled for this function; equal lengths ≤ MAX_I16_DIM.
-            (unsafe { dot_i16_i8_avx2(&q.q16, r) }) as f32 * q.scale * s
-        } else {
-            dot_q8(q, r) * s
+    f.scan_with(dim, probes, range, out, stride, |r, s, sums| {
+        for (p, o) in probes.iter().zip(sums.iter_mut()) {
+            let q = p.q;
+            *o = if q.q16.len() == r.len() {
+                // SAFETY: AVX2 is enabled for this function; equal lengths ≤ MAX_I16_DIM.
+                (unsafe { dot_i16_i8_avx2(&q.q16, r) }) as f32 * q.scale * s
+            } else {
+                dot_q8(q, r) * s
+            };
         }
+    });
+}
+
+/// [`FieldMatrix::scan_with`] with the AVX-512 VNNI kernel: each row widened once for all
+/// probes (the AVX2 kernel widens it again for every probe, and a chat message brings
+/// several probes per field). The same integer sums as [`scan_i16_avx2`].
+///
+/// # Safety
+/// The CPU must support AVX-512 F, BW and VNNI, and every probe's `q16` must have length
+/// `dim` ≤ [`MAX_I16_DIM`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn scan_i16_avx512(
+    f: &FieldMatrix,
+    dim: usize,
+    probes: &[FieldProbe<'_>],
+    range: (usize, usize),
+    out: &mut [f32],
+    stride: usize,
+) {
+    let queries: Vec<&QVec> = probes.iter().map(|p| p.q).collect();
+    f.scan_with(dim, probes, range, out, stride, |r, s, sums| {
+        // SAFETY: AVX-512 F/BW/VNNI are enabled for this function; every probe has the
+        // row's length (the caller's contract).
+        unsafe { q16_kernels::scaled_dots_avx512(&queries, r, s, sums) }
     });
 }
 
@@ -549,14 +579,25 @@ impl NodeVectors {
         }
         #[cfg(target_arch = "x86_64")]
         {
+            if dim <= MAX_I16_DIM
+                && q16_kernels::has_avx512_vnni()
+                && probes.iter().all(|p| p.q.q16.len() == dim)
+            {
+                // SAFETY: AVX-512 BW and VNNI checked just above; every probe has length
+                // dim ≤ MAX_I16_DIM.
+                unsafe { scan_i16_avx512(f, dim, probes, (lo, hi), out, stride) };
+                return;
+            }
             if dim <= MAX_I16_DIM && std::is_x86_feature_detected!("avx2") {
                 // SAFETY: AVX2 checked just above; dim ≤ MAX_I16_DIM.
                 unsafe { scan_i16_avx2(f, dim, probes, (lo, hi), out, stride) };
                 return;
             }
         }
-        f.scan_with(dim, probes, (lo, hi), out, stride, |q, r, s| {
-            dot_q8(q, r) * s
+        f.scan_with(dim, probes, (lo, hi), out, stride, |r, s, sums| {
+            for (p, o) in probes.iter().zip(sums.iter_mut()) {
+                *o = dot_q8(p.q, r) * s;
+            }
         });
     }
 

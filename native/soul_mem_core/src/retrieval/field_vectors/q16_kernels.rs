@@ -127,10 +127,8 @@ pub(super) fn has_avx512_vnni() -> bool {
     std::is_x86_feature_detected!("avx512bw") && std::is_x86_feature_detected!("avx512vnni")
 }
 
-/// [`QVec::for_each_dot_q8_many`] with AVX-512 VNNI: each row is widened to i16 once and run
-/// against up to four queries at a time (a 384-dim row: 12 widenings and 12 `vpdpwssd` per
-/// query, where the AVX2 kernel widens the row again for every query), prefetching
-/// [`PREFETCH_ROWS`] rows ahead. The sums equal the AVX2 kernel's exactly.
+/// [`QVec::for_each_dot_q8_many`] with AVX-512 VNNI ([`scaled_dots_avx512`] per row),
+/// prefetching [`PREFETCH_ROWS`] rows ahead. The sums equal the AVX2 kernel's exactly.
 ///
 /// # Safety
 /// The CPU must support AVX-512 F, BW and VNNI; every query's `q16` must have the rows'
@@ -143,44 +141,63 @@ pub(super) unsafe fn for_each_dot_i16_avx512(
     scales: &[f32],
     mut f: impl FnMut(usize, usize, f32),
 ) {
+    let refs: Vec<&QVec> = queries.iter().collect();
+    let mut sums = vec![0f32; queries.len()];
     for_each_row(queries, rows, scales, |i, r, s| {
-        let mut p = 0;
-        while p < queries.len() {
-            let q = &queries[p..];
-            // SAFETY (each arm): AVX-512 F/BW/VNNI are enabled for this function; the queries
-            // have the row's length.
-            let taken = match q.len() {
-                1 => emit(&mut f, i, p, q, s, unsafe { dots_avx512([&q[0].q16], r) }),
-                2 => emit(&mut f, i, p, q, s, unsafe {
-                    dots_avx512([&q[0].q16, &q[1].q16], r)
-                }),
-                3 => emit(&mut f, i, p, q, s, unsafe {
-                    dots_avx512([&q[0].q16, &q[1].q16, &q[2].q16], r)
-                }),
-                _ => emit(&mut f, i, p, q, s, unsafe {
-                    dots_avx512([&q[0].q16, &q[1].q16, &q[2].q16, &q[3].q16], r)
-                }),
-            };
-            p += taken;
+        // SAFETY: AVX-512 F/BW/VNNI are enabled for this function; the queries have the
+        // row's length.
+        unsafe { scaled_dots_avx512(&refs, r, s, &mut sums) };
+        for (p, &x) in sums.iter().enumerate() {
+            f(i, p, x);
         }
     });
 }
 
-/// Calls `f` for row `i` and the queries `p..p + N` with their scaled sums; returns `N`.
+/// The scaled dot products of one int8 row (scale `row_scale`) with every query, into
+/// `out[p]` (`out` as long as `queries`): the row is widened to i16 once per 32 elements and
+/// run against up to four queries at a time with `vpdpwssd` (a 384-dim row: 12 widenings
+/// and 12 `vpdpwssd` per query, where the AVX2 kernel widens the row again for every
+/// query). The sums equal the AVX2 kernel's exactly.
+///
+/// # Safety
+/// The CPU must support AVX-512 F, BW and VNNI; every query's `q16` must have `r`'s length
+/// ≤ [`MAX_I16_DIM`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+#[inline]
+pub(super) unsafe fn scaled_dots_avx512(
+    queries: &[&QVec],
+    r: &[i8],
+    row_scale: f32,
+    out: &mut [f32],
+) {
+    let mut p = 0;
+    while p < queries.len() {
+        let q = &queries[p..];
+        // SAFETY (each arm): AVX-512 F/BW/VNNI are enabled for this function; the queries
+        // have the row's length.
+        let (sums, taken): ([i64; 4], usize) = match q.len() {
+            1 => pad(unsafe { dots_avx512([&q[0].q16], r) }),
+            2 => pad(unsafe { dots_avx512([&q[0].q16, &q[1].q16], r) }),
+            3 => pad(unsafe { dots_avx512([&q[0].q16, &q[1].q16, &q[2].q16], r) }),
+            _ => pad(unsafe { dots_avx512([&q[0].q16, &q[1].q16, &q[2].q16, &q[3].q16], r) }),
+        };
+        for ((o, sum), qv) in out.iter_mut().skip(p).zip(sums).zip(q).take(taken) {
+            *o = sum as f32 * qv.scale * row_scale;
+        }
+        p += taken;
+    }
+}
+
+/// `N ≤ 4` sums in an array of four, with `N`.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn emit<const N: usize>(
-    f: &mut impl FnMut(usize, usize, f32),
-    i: usize,
-    p: usize,
-    queries: &[QVec],
-    row_scale: f32,
-    sums: [i64; N],
-) -> usize {
-    for (k, (sum, q)) in sums.into_iter().zip(queries).enumerate() {
-        f(i, p + k, sum as f32 * q.scale * row_scale);
+fn pad<const N: usize>(sums: [i64; N]) -> ([i64; 4], usize) {
+    let mut out = [0i64; 4];
+    for (o, s) in out.iter_mut().zip(sums) {
+        *o = s;
     }
-    N
+    (out, N)
 }
 
 /// `Σ q16·r` of one int8 row against `N` queries: the row widened to i16 once per 32
