@@ -82,32 +82,15 @@ fn working_open<'a>(
     progress: LocalPid,
 ) -> Term<'a> {
     let result = (|| {
-        let mut value: Value = match term::given(Some(cfg)) {
-            Some(t) => term::value("working config", t)?,
-            None => json!({}),
-        };
-        let requested = match value.as_object_mut() {
-            Some(obj) => obj.remove("embedder"),
-            None => {
-                return Err(Error::InvalidJson("working config: expected an object".into()).into())
-            }
-        };
-        let cfg: WorkingConfig = term::from_value("working config", value)?;
+        let (cfg, requested) = decode_config(cfg)?;
         let mut engine = graph.write()?;
-        let embedder = match requested.as_ref().and_then(Value::as_str) {
-            Some("hash") => EmbedderChoice::Hash(HashEmbedder::new(384)?),
-            Some("model") => EmbedderChoice::Model(loaded_model()?),
-            None if requested.is_none() => match engine.embedder() {
+        let embedder = match requested {
+            Requested::Hash => EmbedderChoice::Hash(HashEmbedder::new(384)?),
+            Requested::Model => EmbedderChoice::Model(loaded_model()?),
+            Requested::Graphs => match engine.embedder() {
                 Some(e) => e.clone(),
                 None => EmbedderChoice::Model(loaded_model()?),
             },
-            _ => {
-                return Err(Error::invalid_argument(
-                    "embedder",
-                    format!("must be \"model\" or \"hash\", got {requested:?}"),
-                )
-                .into())
-            }
         };
         let report = |done: usize, total: usize| {
             // A dead receiver is not an error: the index is still built.
@@ -126,6 +109,50 @@ fn working_open<'a>(
         Ok((handle, term::encode(env, &index_report)?))
     })();
     ok_or_error(env, result)
+}
+
+/// The embedder a working-memory config asks for.
+enum Requested {
+    /// The graph's own (else the loaded model).
+    Graphs,
+    Hash,
+    Model,
+}
+
+/// Decodes and checks a working-memory config map (see [`working_open`]): everything
+/// [`WorkingConfig::validate`] rejects, unknown keys and a bad `"embedder"` are errors.
+fn decode_config(cfg: Term<'_>) -> Result<(WorkingConfig, Requested), NifError> {
+    let mut value: Value = match term::given(Some(cfg)) {
+        Some(t) => term::value("working config", t)?,
+        None => json!({}),
+    };
+    let requested = match value.as_object_mut() {
+        Some(obj) => obj.remove("embedder"),
+        None => return Err(Error::InvalidJson("working config: expected an object".into()).into()),
+    };
+    let requested = match requested.as_ref().map(|v| v.as_str()) {
+        None => Requested::Graphs,
+        Some(Some("hash")) => Requested::Hash,
+        Some(Some("model")) => Requested::Model,
+        Some(_) => {
+            return Err(Error::invalid_argument(
+                "embedder",
+                format!("must be \"model\" or \"hash\", got {requested:?}"),
+            )
+            .into())
+        }
+    };
+    let cfg: WorkingConfig = term::from_value("working config", value)?;
+    cfg.validate()?;
+    Ok((cfg, requested))
+}
+
+/// Checks a working-memory config (as [`working_open`] takes it) without opening anything:
+/// `{:ok, :ok}` or `{:error, reason}`, so a character refuses bad options when it is started rather
+/// than when it loads. Decoding only (no lock, microseconds): a normal scheduler.
+#[rustler::nif]
+fn working_check<'a>(env: Env<'a>, cfg: Term<'a>) -> Term<'a> {
+    ok_or_error(env, decode_config(cfg).map(|_| rustler::types::atom::ok()))
 }
 
 /// What to activate for: plain texts or seed sub-queries (their texts are used).

@@ -144,6 +144,9 @@ defmodule SoulMem.Native do
   def working_open(_store, _graph, _cfg_json, _progress_pid),
     do: :erlang.nif_error(:nif_not_loaded)
 
+  # Normal scheduler (decoding only): {:ok, :ok} | {:error, reason}
+  def working_check(_cfg), do: :erlang.nif_error(:nif_not_loaded)
+
   # {:ok, report_json}
   def working_activate(_working, _request), do: :erlang.nif_error(:nif_not_loaded)
 

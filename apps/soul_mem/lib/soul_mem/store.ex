@@ -247,6 +247,26 @@ defmodule SoulMem.Store do
   def open_working(%__MODULE__{ref: ref}, %Memory{ref: graph} = memory, opts \\ []) do
     {progress, opts} = Keyword.pop(opts, :progress, self())
 
+    with {:ok, {working, report}} <-
+           Error.from_native(Native.working_open(ref, graph, working_config(opts), progress)) do
+      {:ok, %{memory | working: working}, report}
+    end
+  end
+
+  @doc """
+  Checks working-memory options (those of `open_working/3`, without
+  `:progress`) without opening anything: what a character checks when it is
+  started, so bad options are refused at once rather than when it loads.
+  Unknown keys raise `ArgumentError`; out-of-range values are
+  `{:error, %SoulMem.Error{}}`.
+  """
+  @spec check_working(keyword()) :: :ok | {:error, Error.t()}
+  def check_working(opts) when is_list(opts) do
+    with {:ok, _} <- Error.from_native(Native.working_check(working_config(opts))), do: :ok
+  end
+
+  # The native config map of `open_working/3`'s options.
+  defp working_config(opts) do
     opts =
       Keyword.validate!(opts, [
         :cap,
@@ -258,15 +278,9 @@ defmodule SoulMem.Store do
         :ann_from
       ])
 
-    cfg =
-      for {k, v} <- opts, v != nil, into: %{} do
-        # `nil` means "not given" here; the native side's "never" is null.
-        if k == :ann_from and v == :never, do: {"ann_from", nil}, else: {Atom.to_string(k), v}
-      end
-
-    with {:ok, {working, report}} <-
-           Error.from_native(Native.working_open(ref, graph, cfg, progress)) do
-      {:ok, %{memory | working: working}, report}
+    for {k, v} <- opts, v != nil, into: %{} do
+      # `nil` means "not given" here; the native side's "never" is null.
+      if k == :ann_from and v == :never, do: {"ann_from", nil}, else: {Atom.to_string(k), v}
     end
   end
 

@@ -481,6 +481,35 @@ defmodule SoulMem.PersistenceTest do
     stop(id)
   end
 
+  test "bad working-memory options are refused when the character is started, with the reason",
+       context do
+    id = id()
+    start(context, id)
+    stop(id)
+
+    for {bad, says} <- [
+          {[activation_budget: 0], "activation_budget"},
+          {[cap: 0], "cap"},
+          {[k_hops: -1], "k_hops"},
+          {[embedder: "nope"], "embedder"}
+        ] do
+      assert {:error, {%ArgumentError{message: message}, _}} =
+               Characters.ensure_started(id, opts(context, id, working_memory: bad))
+
+      assert message =~ says, message
+      assert Characters.whereis(id) == nil
+    end
+
+    assert_raise ArgumentError, ~r/unknown keys/, fn -> Store.check_working(capp: 3) end
+    assert :ok = Store.check_working(cap: 40, activation_budget: 3, ann_from: :never)
+
+    # The same options, valid, start it in activation mode.
+    pid = start(context, id, working_memory: [cap: 40, activation_budget: 3])
+    assert {:ok, %{working: working}} = Character.memory(pid)
+    assert working != nil
+    stop(id)
+  end
+
   test "activation mode with an HNSW long-term index saves it beside the store and reuses it",
        context do
     id = id()

@@ -47,6 +47,9 @@ defmodule SoulMem.Character.Options do
       recall then activates notes from the store), or `:auto` (default: app
       env `:working_memory`): activation with defaults when the stored graph
       has more than app env `:working_memory_threshold` (50_000) notes.
+      Activation options are checked when the character is started
+      (`SoulMem.Store.check_working/1`): bad ones raise `ArgumentError`, so
+      starting it fails with the reason.
   """
 
   alias SoulMem.{Character.State, Maintenance, Memory, Store, Window}
@@ -149,7 +152,19 @@ defmodule SoulMem.Character.Options do
     Keyword.put(rest, :config, config)
   end
 
-  defp working_memory!(w) when w in [:auto, :full] or is_list(w), do: w
+  defp working_memory!(w) when w in [:auto, :full], do: w
+
+  # Checked by the engine's own rules now, not when the character loads (a
+  # failed load leaves the caller only `:not_running`).
+  defp working_memory!(w) when is_list(w) do
+    case Store.check_working(w) do
+      :ok ->
+        w
+
+      {:error, error} ->
+        invalid!("valid :working_memory options (#{Exception.message(error)})", w)
+    end
+  end
 
   defp working_memory!(other),
     do: invalid!("expected :working_memory :auto | :full | keyword", other)
