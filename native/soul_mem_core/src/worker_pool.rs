@@ -22,7 +22,7 @@ pub struct PoolSetup {
 
 /// The CPU of worker `i` when the pool pins: the process's allowed CPUs in ascending order,
 /// round robin. `None` (no pinning) when fewer than two CPUs are allowed: one CPU has
-/// nothing to place. Complexity: O(allowed).
+/// nothing to place. Complexity: O(1).
 pub fn pin_target(allowed: &[usize], i: usize) -> Option<usize> {
     if allowed.len() < 2 {
         return None;

@@ -8,9 +8,9 @@
 //! alone (the texts are new: `--salt` makes them so), then the whole recall
 //! ([`Engine::recall_at`], the query vectors now cached: what remains is the pipeline). The
 //! digest pins the recall lists (ids and score bits; every recall runs at one time, `--now`,
-//! default the start) to check that a change leaves results unchanged. `--gap-ms` pauses before each message, as a chat
-//! does (the compute pool's workers fall asleep meanwhile). Query vectors are written to the
-//! cache: run it on a copy of the data dir.
+//! default the start) to check that a change leaves results unchanged. `--gap-ms` pauses
+//! before each message, as a chat does (the compute pool's workers fall asleep meanwhile).
+//! Query vectors are written to the cache: run it on a copy of the data dir.
 
 use super::{ms, p50_p99, percentile};
 use chrono::{DateTime, Utc};
