@@ -227,7 +227,8 @@ pub(crate) struct FieldProbe<'a> {
 /// [`FieldMatrix::scan_with`] with the i16 × i8 AVX2 kernel inlined (no per-row dispatch).
 ///
 /// # Safety
-/// The CPU must support AVX2 and `dim` must be at most [`MAX_I16_DIM`].
+/// The CPU must support AVX2, and every probe's `q16` must have length `dim` ≤
+/// [`MAX_I16_DIM`].
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn scan_i16_avx2(
@@ -238,16 +239,11 @@ unsafe fn scan_i16_avx2(
     out: &mut [f32],
     stride: usize,
 ) {
+    let queries: Vec<&QVec> = probes.iter().map(|p| p.q).collect();
     f.scan_with(dim, probes, range, out, stride, |r, s, sums| {
-        for (p, o) in probes.iter().zip(sums.iter_mut()) {
-            let q = p.q;
-            *o = if q.q16.len() == r.len() {
-                // SAFETY: AVX2 is enabled for this function; equal lengths ≤ MAX_I16_DIM.
-                (unsafe { dot_i16_i8_avx2(&q.q16, r) }) as f32 * q.scale * s
-            } else {
-                dot_q8(q, r) * s
-            };
-        }
+        // SAFETY: AVX2 is enabled for this function; every probe has the row's length (the
+        // caller's contract).
+        unsafe { q16_kernels::scaled_dots_avx2(&queries, r, s, sums) }
     });
 }
 
@@ -578,18 +574,15 @@ impl NodeVectors {
             return;
         }
         #[cfg(target_arch = "x86_64")]
-        {
-            if dim <= MAX_I16_DIM
-                && q16_kernels::has_avx512_vnni()
-                && probes.iter().all(|p| p.q.q16.len() == dim)
-            {
+        if dim <= MAX_I16_DIM && probes.iter().all(|p| p.q.q16.len() == dim) {
+            if q16_kernels::has_avx512_vnni() {
                 // SAFETY: AVX-512 BW and VNNI checked just above; every probe has length
                 // dim ≤ MAX_I16_DIM.
                 unsafe { scan_i16_avx512(f, dim, probes, (lo, hi), out, stride) };
                 return;
             }
-            if dim <= MAX_I16_DIM && std::is_x86_feature_detected!("avx2") {
-                // SAFETY: AVX2 checked just above; dim ≤ MAX_I16_DIM.
+            if std::is_x86_feature_detected!("avx2") {
+                // SAFETY: AVX2 checked just above; every probe has length dim ≤ MAX_I16_DIM.
                 unsafe { scan_i16_avx2(f, dim, probes, (lo, hi), out, stride) };
                 return;
             }

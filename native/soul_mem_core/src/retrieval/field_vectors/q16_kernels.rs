@@ -61,8 +61,7 @@ pub(super) unsafe fn dot_i16_i8_avx2(q: &[i16], r: &[i8]) -> i64 {
     s
 }
 
-/// [`QVec::for_each_dot_q8_many`] with the i16 × i8 kernel inlined, prefetching
-/// [`PREFETCH_ROWS`] rows ahead.
+/// [`QVec::for_each_dot_q8_many`] with the AVX2 kernel ([`scaled_dots_avx2`] per row).
 ///
 /// # Safety
 /// The CPU must support AVX2; every query's `q16` must have the rows' length ≤ [`MAX_I16_DIM`].
@@ -72,36 +71,58 @@ pub(super) unsafe fn for_each_dot_i16_avx2(
     queries: &[QVec],
     rows: &[i8],
     scales: &[f32],
-    mut f: impl FnMut(usize, usize, f32),
+    f: impl FnMut(usize, usize, f32),
 ) {
-    for_each_row(queries, rows, scales, |i, r, s| {
-        for (p, q) in queries.iter().enumerate() {
-            // SAFETY: AVX2 is enabled for this function; equal lengths ≤ MAX_I16_DIM.
-            f(
-                i,
-                p,
-                (unsafe { dot_i16_i8_avx2(&q.q16, r) }) as f32 * q.scale * s,
-            );
-        }
+    // SAFETY: AVX2 is enabled for this function; the queries have the rows' length.
+    for_each_row(queries, rows, scales, f, |q, r, s, out| unsafe {
+        scaled_dots_avx2(q, r, s, out)
     });
 }
 
-/// Calls `row(i, row i, its scale)` for every int8 row of the queries' length, prefetching
-/// [`PREFETCH_ROWS`] rows ahead: the loop every many-query kernel runs.
+/// The scaled dot products of one int8 row (scale `row_scale`) with every query, into
+/// `out[p]` (`out` as long as `queries`), with AVX2 `madd_epi16` (the row widened again for
+/// every query).
+///
+/// # Safety
+/// The CPU must support AVX2; every query's `q16` must have `r`'s length ≤ [`MAX_I16_DIM`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+pub(super) unsafe fn scaled_dots_avx2(
+    queries: &[&QVec],
+    r: &[i8],
+    row_scale: f32,
+    out: &mut [f32],
+) {
+    for (o, q) in out.iter_mut().zip(queries) {
+        // SAFETY: AVX2 is enabled for this function; equal lengths ≤ MAX_I16_DIM.
+        *o = (unsafe { dot_i16_i8_avx2(&q.q16, r) }) as f32 * q.scale * row_scale;
+    }
+}
+
+/// The loop of every many-query kernel: for each int8 row of the queries' length,
+/// prefetching [`PREFETCH_ROWS`] rows ahead, `dots(queries, row, its scale, sums)` fills
+/// one scaled sum per query, and `f(row, query, sum)` gets each.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 fn for_each_row(
     queries: &[QVec],
     rows: &[i8],
     scales: &[f32],
-    mut row: impl FnMut(usize, &[i8], f32),
+    mut f: impl FnMut(usize, usize, f32),
+    mut dots: impl FnMut(&[&QVec], &[i8], f32, &mut [f32]),
 ) {
     let Some(dim) = queries.first().map(|q| q.q16.len()) else {
         return;
     };
+    let refs: Vec<&QVec> = queries.iter().collect();
+    let mut sums = vec![0f32; queries.len()];
     for (i, (r, s)) in rows.chunks_exact(dim).zip(scales).enumerate() {
         prefetch(rows.as_ptr().wrapping_add((i + PREFETCH_ROWS) * dim), dim);
-        row(i, r, *s);
+        dots(&refs, r, *s, &mut sums);
+        for (p, &x) in sums.iter().enumerate() {
+            f(i, p, x);
+        }
     }
 }
 
@@ -127,8 +148,8 @@ pub(super) fn has_avx512_vnni() -> bool {
     std::is_x86_feature_detected!("avx512bw") && std::is_x86_feature_detected!("avx512vnni")
 }
 
-/// [`QVec::for_each_dot_q8_many`] with AVX-512 VNNI ([`scaled_dots_avx512`] per row),
-/// prefetching [`PREFETCH_ROWS`] rows ahead. The sums equal the AVX2 kernel's exactly.
+/// [`QVec::for_each_dot_q8_many`] with AVX-512 VNNI ([`scaled_dots_avx512`] per row). The
+/// sums equal the AVX2 kernel's exactly.
 ///
 /// # Safety
 /// The CPU must support AVX-512 F, BW and VNNI; every query's `q16` must have the rows'
@@ -139,17 +160,12 @@ pub(super) unsafe fn for_each_dot_i16_avx512(
     queries: &[QVec],
     rows: &[i8],
     scales: &[f32],
-    mut f: impl FnMut(usize, usize, f32),
+    f: impl FnMut(usize, usize, f32),
 ) {
-    let refs: Vec<&QVec> = queries.iter().collect();
-    let mut sums = vec![0f32; queries.len()];
-    for_each_row(queries, rows, scales, |i, r, s| {
-        // SAFETY: AVX-512 F/BW/VNNI are enabled for this function; the queries have the
-        // row's length.
-        unsafe { scaled_dots_avx512(&refs, r, s, &mut sums) };
-        for (p, &x) in sums.iter().enumerate() {
-            f(i, p, x);
-        }
+    // SAFETY: AVX-512 F/BW/VNNI are enabled for this function; the queries have the rows'
+    // length.
+    for_each_row(queries, rows, scales, f, |q, r, s, out| unsafe {
+        scaled_dots_avx512(q, r, s, out)
     });
 }
 
