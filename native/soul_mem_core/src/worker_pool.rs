@@ -37,7 +37,7 @@ pub fn pin_target(allowed: &[usize], i: usize) -> Option<usize> {
 /// caller or the first parallel call decides).
 pub fn init_global(pin: bool) -> Option<PoolSetup> {
     let allowed = if pin { allowed_cpus() } else { Vec::new() };
-    let pinned = pin && allowed.len() >= 2;
+    let pinned = pin_target(&allowed, 0).is_some();
     rayon::ThreadPoolBuilder::new()
         .thread_name(|i| format!("soulmem-worker-{i}"))
         .start_handler(move |i| {

@@ -148,8 +148,8 @@ fn decode_config(cfg: Term<'_>) -> Result<(WorkingConfig, Requested), NifError> 
 }
 
 /// Checks a working-memory config (as [`working_open`] takes it) without opening anything:
-/// `{:ok, :ok}` or `{:error, reason}`, so a character refuses bad options when it is started rather
-/// than when it loads. Decoding only (no lock, microseconds): a normal scheduler.
+/// `{:ok, :ok}` or `{:error, reason}`, so a character refuses bad options when it is started
+/// rather than when it loads. Decoding only (no lock, microseconds): a normal scheduler.
 #[rustler::nif]
 fn working_check<'a>(env: Env<'a>, cfg: Term<'a>) -> Term<'a> {
     ok_or_error(env, decode_config(cfg).map(|_| rustler::types::atom::ok()))

@@ -1,8 +1,10 @@
 //! `soul_tune bench …`: benchmarks of the core on synthetic data or the local model.
 //!
-//! `card.rs` (character card import of a generated lorebook), `retrieval.rs` (retrieval latency on synthetic graphs), `recall.rs` (a stored character's recall of chat messages with the model), `store.rs` (SQLite store: save,
-//! open, load, checkpoints, acknowledged writes) and `embed.rs` (embedding model load,
-//! throughput, latency). `bench working` lives in `working.rs` next to this directory.
+//! `card.rs` (character card import of a generated lorebook), `retrieval.rs` (retrieval
+//! latency on synthetic graphs), `recall.rs` (a stored character's recall of chat messages
+//! with the model), `store.rs` (SQLite store: save, open, load, checkpoints, acknowledged
+//! writes) and `embed.rs` (embedding model load, throughput, latency). `bench working` lives
+//! in `working.rs` next to this directory.
 
 pub mod card;
 pub mod embed;
