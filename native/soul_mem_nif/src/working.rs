@@ -130,17 +130,20 @@ fn decode_config(cfg: Term<'_>) -> Result<(WorkingConfig, Requested), NifError> 
         Some(obj) => obj.remove("embedder"),
         None => return Err(Error::InvalidJson("working config: expected an object".into()).into()),
     };
-    let requested = match requested.as_ref().map(|v| v.as_str()) {
+    let requested = match requested {
         None => Requested::Graphs,
-        Some(Some("hash")) => Requested::Hash,
-        Some(Some("model")) => Requested::Model,
-        Some(_) => {
-            return Err(Error::invalid_argument(
-                "embedder",
-                format!("must be \"model\" or \"hash\", got {requested:?}"),
-            )
-            .into())
-        }
+        Some(v) => match v.as_str() {
+            Some("hash") => Requested::Hash,
+            Some("model") => Requested::Model,
+            // The value as the caller wrote it (JSON), not Rust's debug form.
+            _ => {
+                return Err(Error::invalid_argument(
+                    "embedder",
+                    format!("must be \"model\" or \"hash\", got {v}"),
+                )
+                .into())
+            }
+        },
     };
     let cfg: WorkingConfig = term::from_value("working config", value)?;
     cfg.validate()?;
