@@ -259,7 +259,9 @@ impl Engine {
         self.run_prepared(queries, cfg, short).map(Some)
     }
 
-    fn run_prepared(
+    /// The pipeline on an engine [`Engine::prepare_recall`] has just prepared (what
+    /// [`Engine::recall_at`] runs after it; working memory times the two apart).
+    pub(crate) fn run_prepared(
         &self,
         queries: &[SubQuery],
         cfg: &PipelineConfig,

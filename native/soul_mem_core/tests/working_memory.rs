@@ -459,12 +459,13 @@ fn recall_over_the_activated_graph_finds_a_memory_two_hops_from_the_seed() {
     let (mut wm, _) =
         WorkingMemory::open(&mut e, &mut s, hash(), one_seed(2, 1000), &|_, _| {}).unwrap();
     let (result, report) = wm
-        .recall(
+        .recall_at(
             &mut e,
             &mut s,
             &[query("麻辣烫")],
             &PipelineConfig::default(),
             None,
+            chrono::Utc::now(),
         )
         .unwrap();
     assert_eq!(report.seeds[0].readable_id, "a");
@@ -484,12 +485,13 @@ fn recall_expands_boundary_notes_it_reaches_and_recalls_again() {
     let (mut wm, _) =
         WorkingMemory::open(&mut e, &mut s, hash(), one_seed(1, 1000), &|_, _| {}).unwrap();
     let (result, report) = wm
-        .recall(
+        .recall_at(
             &mut e,
             &mut s,
             &[query("麻辣烫")],
             &PipelineConfig::default(),
             None,
+            chrono::Utc::now(),
         )
         .unwrap();
     // One hop loads a and b; b is on the boundary (c unloaded), PPR reaches it, so it is
@@ -505,6 +507,51 @@ fn recall_expands_boundary_notes_it_reaches_and_recalls_again() {
     assert!(ids.contains(&"c"), "{ids:?}");
 }
 
+/// A recall runs as of its `now`: each equals full mode's over the same (whole) graph at that
+/// time, and its decay factors are those of that time's bucket (the same time again reuses
+/// them, ten years later does not). The report says where the time went.
+#[test]
+fn a_recall_runs_as_of_its_time_like_full_mode() {
+    let mut s = two_hop_store("recall_at");
+    let mut e = Engine::new(MemoryGraph::new(C));
+    let cfg = WorkingConfig {
+        cap: 1000,
+        activation_budget: 1000,
+        k_hops: 16,
+        seeds_per_query: 40,
+        ..WorkingConfig::default()
+    };
+    let (mut wm, _) = WorkingMemory::open(&mut e, &mut s, hash(), cfg, &|_, _| {}).unwrap();
+    let mut full = Engine::new(s.load_graph().unwrap());
+    full.embed_all(hash(), &|_, _| {}).unwrap();
+    let pcfg = PipelineConfig::default();
+    let q = [query("麻辣烫")];
+    let scores = |r: &soul_mem_core::retrieval::PipelineResult| -> Vec<(String, u64)> {
+        r.memories
+            .iter()
+            .map(|m| (m.readable_id.clone(), m.score.to_bits()))
+            .collect()
+    };
+    let mut misses = Vec::new();
+    for when in [t(86_400), t(86_400), t(10 * 365 * 86_400)] {
+        let (result, report) = wm.recall_at(&mut e, &mut s, &q, &pcfg, None, when).unwrap();
+        assert_eq!(e.graph().len(), full.graph().len(), "everything is loaded");
+        let expected = full.recall_at(&q, &pcfg, None, when).unwrap();
+        assert_eq!(scores(&result), scores(&expected));
+        assert!(report.timings.pipeline_us > 0, "{:?}", report.timings);
+        misses.push(e.decay_cache_counters().1);
+    }
+    assert_eq!(
+        misses[1], misses[0],
+        "the same time reuses its decay factors"
+    );
+    assert_eq!(
+        misses[2],
+        misses[1] + 1,
+        "ten years later are other factors"
+    );
+}
+
 /// A recall leaves what it loaded over the cap for its answer; `settle` releases it after,
 /// and a recall that finds no settle ran releases first.
 #[test]
@@ -518,12 +565,13 @@ fn a_recall_leaves_its_release_to_settle_and_the_next_recall_catches_up() {
         },
     );
     let recall = |wm: &mut WorkingMemory, e: &mut Engine, s: &mut Store, i: usize| {
-        wm.recall(
+        wm.recall_at(
             e,
             s,
             &[query(&content(i))],
             &PipelineConfig::default(),
             None,
+            chrono::Utc::now(),
         )
         .unwrap()
         .1

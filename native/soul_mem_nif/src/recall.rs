@@ -188,7 +188,8 @@ pub struct Recall {
     /// The window and summary.
     pub short: Option<ShortContext>,
     views: bool,
-    now: DateTime<Utc>,
+    /// The recall's time (the request's, else when it was decoded).
+    pub now: DateTime<Utc>,
 }
 
 /// Decodes and checks a request on `engine` (for its embedder's floor): the queries (its own

@@ -220,8 +220,14 @@ fn working_recall<'a>(
                 &request,
                 forgetting,
                 |engine, recall, config| {
-                    let (result, r) =
-                        wm.recall(engine, store, &recall.queries, config, recall.short.clone())?;
+                    let (result, r) = wm.recall_at(
+                        engine,
+                        store,
+                        &recall.queries,
+                        config,
+                        recall.short.clone(),
+                        recall.now,
+                    )?;
                     report = Some(r);
                     Ok(result)
                 },

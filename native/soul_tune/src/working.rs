@@ -10,7 +10,7 @@
 //!   on this kind of CPU, i.e. ~30 min for 100k notes, once per character and model;
 //! * cold start: a fresh process-equivalent (new `Store`, new `Engine`) opens the store,
 //!   builds the long-term index from the table and runs the first activation;
-//! * `--queries` recalls through `WorkingMemory::recall` with a `--working` cap (activation +
+//! * `--queries` recalls through `WorkingMemory::recall_at` with a `--working` cap (activation +
 //!   boundary expansion + `Engine::recall` on the working graph), p50/p99, plus the pipeline
 //!   alone on the resulting working graph;
 //! * a partial checkpoint of the working graph; peak RSS (VmHWM);
@@ -512,7 +512,8 @@ fn measure(a: &Args) -> Result<serde_json::Value> {
         };
         vectors += distinct_query_texts(&q).len();
         let t = Instant::now();
-        let (result, rep) = wm.recall(&mut engine, &mut store, &q, &pcfg, None)?;
+        let (result, rep) =
+            wm.recall_at(&mut engine, &mut store, &q, &pcfg, None, chrono::Utc::now())?;
         total.push(ms(t));
         {
             let ids: Vec<_> = result.memories.iter().map(|m| m.id).collect();

@@ -19,6 +19,9 @@ pub struct Activation {
     /// The loaded notes. Outgoing links to notes that were not loaded (or are archived) wait
     /// as pending links, so loading those notes later attaches them.
     pub graph: MemoryGraph,
+    /// Every note the walk reached, in its order (core, seeds, hop 1, …): those in `graph`
+    /// and those [`Store::activate_skipping`] did not read.
+    pub order: Vec<MemoryId>,
     /// Loaded notes that have at least one active neighbour (either link direction) that was
     /// not loaded: where a further expansion would continue.
     pub boundary: BTreeSet<MemoryId>,
@@ -64,6 +67,22 @@ impl Store {
         k_hops: usize,
         cap: usize,
         source: &dyn NeighbourSource,
+    ) -> Result<Activation> {
+        self.activate_skipping(seeds, k_hops, cap, source, &|_| false)
+    }
+
+    /// [`Store::activate_with`] that walks through the notes `resident` accepts as any other
+    /// (they count against `cap` and stay in `order`) but does not read them: what working
+    /// memory already holds. Links of the notes read to them wait as pending links in
+    /// `graph`. Complexity: as [`Store::activate_with`], the notes read only those not
+    /// resident.
+    pub fn activate_skipping(
+        &self,
+        seeds: &[MemoryId],
+        k_hops: usize,
+        cap: usize,
+        source: &dyn NeighbourSource,
+        resident: &dyn Fn(&MemoryId) -> bool,
     ) -> Result<Activation> {
         let mut order: Vec<MemoryId> = Vec::new();
         let mut loaded: IdSet = Default::default();
@@ -139,7 +158,8 @@ impl Store {
             })
             .copied()
             .collect();
-        let mut stored = self.notes_of(&order)?;
+        let read: Vec<MemoryId> = order.iter().filter(|id| !resident(id)).copied().collect();
+        let mut stored = self.notes_of(&read)?;
         let mut notes = Vec::with_capacity(order.len());
         let mut links: IdMap<Vec<MemoryLink>> = Default::default();
         for id in &order {
@@ -151,6 +171,7 @@ impl Store {
         let graph = build_graph(self.character(), notes, &mut links)?;
         Ok(Activation {
             graph,
+            order,
             boundary,
             truncated,
         })

@@ -12,7 +12,9 @@ use crate::retrieval::{
     distinct_query_texts, PipelineConfig, PipelineResult, ShortContext, SubQuery,
 };
 use crate::store::{Activation, Store};
+use chrono::{DateTime, Utc};
 use std::collections::BTreeSet;
+use std::time::Instant;
 
 /// Candidates the int8 long-term index proposes per seed, re-scored exactly from the store.
 pub const RERANK_OVERSAMPLE: usize = 4;
@@ -108,7 +110,8 @@ impl WorkingMemory {
         query_vectors: &[Vec<f32>],
     ) -> Result<ActivationReport> {
         let mut report = ActivationReport::default();
-        self.activate_unfinished(engine, store, query_vectors, &mut report)?;
+        let mut clock = Stopwatch::start();
+        self.activate_unfinished(engine, store, query_vectors, &mut report, &mut clock)?;
         self.release_over_cap(engine, store, &mut report)?;
         self.finish(engine, &mut report);
         Ok(report)
@@ -116,18 +119,20 @@ impl WorkingMemory {
 
     /// [`Self::activate`] without the release and the report's closing counts (a recall
     /// releases in [`Self::settle`], after its answer, and counts once, at its end: counting
-    /// the boundary visits every resident note).
+    /// the boundary visits every resident note). Times the seeds and the loading on `clock`.
     fn activate_unfinished(
         &mut self,
         engine: &mut Engine,
         store: &mut Store,
         query_vectors: &[Vec<f32>],
         report: &mut ActivationReport,
+        clock: &mut Stopwatch,
     ) -> Result<()> {
         check_character(engine, store)?;
         self.refresh_links(store)?;
         self.tick += 1;
         let seeds = self.seeds(store, query_vectors)?;
+        report.timings.seeds_us = clock.lap();
         let mut new_seeds = Vec::new();
         let mut boundary_seeds = Vec::new();
         for (id, _) in &seeds {
@@ -141,8 +146,14 @@ impl WorkingMemory {
             }
         }
         if !new_seeds.is_empty() {
-            let act =
-                store.activate_with(&new_seeds, self.cfg.k_hops, self.budget(), &self.links)?;
+            let g = engine.graph();
+            let act = store.activate_skipping(
+                &new_seeds,
+                self.cfg.k_hops,
+                self.budget(),
+                &self.links,
+                &|id| g.get(id).is_some(),
+            )?;
             report.truncated |= act.truncated;
             self.merge(engine, store, &act, report)?;
         }
@@ -150,6 +161,7 @@ impl WorkingMemory {
             self.expand_inner(engine, store, &boundary_seeds, report)?;
         }
         self.ensure_engine_embedder(engine)?;
+        report.timings.load_us = clock.lap();
         report.seeds = seeds
             .into_iter()
             .map(|(id, score)| Seed {
@@ -163,7 +175,7 @@ impl WorkingMemory {
 
     /// Expands, one hop, those of `ids` that are resident boundary notes, then applies the
     /// cap. What a caller runs before the next recall when a result contained boundary notes
-    /// (and what [`WorkingMemory::recall`] does by itself).
+    /// (and what [`WorkingMemory::recall_at`] does by itself).
     ///
     /// Complexity: O(new notes × degree) store reads plus the release.
     pub fn expand(
@@ -188,12 +200,13 @@ impl WorkingMemory {
         Ok(report)
     }
 
-    /// One recall in activation mode: activates for the texts of `queries` (every
-    /// [`crate::retrieval::QueryTexts`] item, embedded query side), runs [`Engine::recall`] on the working
-    /// graph, and when the result contains boundary notes (and `expand_boundary`), expands them
-    /// one hop and — with [`WorkingConfig::rerun`] — recalls once more in the same call
-    /// (`report.rerun`); otherwise the expansion serves the next recall. Recalled notes count
-    /// as activated for the LRU order.
+    /// One recall in activation mode as of `now` (forgetting and decay as
+    /// [`Engine::recall_at`]'s): activates for the texts of `queries` (every
+    /// [`crate::retrieval::QueryTexts`] item, embedded query side), runs the pipeline on the
+    /// working graph, and when the result contains boundary notes (and `expand_boundary`),
+    /// expands them one hop and — with [`WorkingConfig::rerun`] — recalls once more in the
+    /// same call (`report.rerun`); otherwise the expansion serves the next recall. Recalled
+    /// notes count as activated for the LRU order. `report.timings` says where the time went.
     ///
     /// The notes it loads stay resident over the cap (by at most what one activation loads):
     /// releasing them is [`Self::settle`]'s, after the answer. Notes a settle did not release
@@ -201,21 +214,28 @@ impl WorkingMemory {
     ///
     /// Complexity: the activation plus one or two pipeline runs over the working graph (each
     /// indexes the notes new to it — their vectors cached with the model).
-    pub fn recall(
+    pub fn recall_at(
         &mut self,
         engine: &mut Engine,
         store: &mut Store,
         queries: &[SubQuery],
         cfg: &PipelineConfig,
         short: Option<ShortContext>,
+        now: DateTime<Utc>,
     ) -> Result<(PipelineResult, ActivationReport)> {
+        let mut clock = Stopwatch::start();
+        let mut report = ActivationReport::default();
+        self.release_over_cap(engine, store, &mut report)?;
+        report.timings.release_us = clock.lap();
         let texts = distinct_query_texts(queries);
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         let vectors = self.embed_queries(&refs)?;
-        let mut report = ActivationReport::default();
-        self.release_over_cap(engine, store, &mut report)?;
-        self.activate_unfinished(engine, store, &vectors, &mut report)?;
-        let mut result = engine.recall(queries, cfg, short.clone())?;
+        report.timings.embed_us = clock.lap();
+        self.activate_unfinished(engine, store, &vectors, &mut report, &mut clock)?;
+        engine.prepare_recall(now)?;
+        report.timings.index_us = clock.lap();
+        let mut result = engine.run_prepared(queries, cfg, short.clone())?;
+        report.timings.pipeline_us = clock.lap();
         let ids = result_ids(&result);
         self.touch(&ids);
         if self.cfg.expand_boundary {
@@ -227,14 +247,17 @@ impl WorkingMemory {
             if !hits.is_empty() {
                 let before = report.loaded.len();
                 self.expand_inner(engine, store, &hits, &mut report)?;
+                report.timings.expand_us = clock.lap();
                 if self.cfg.rerun && report.loaded.len() > before {
-                    result = engine.recall(queries, cfg, short)?;
+                    result = engine.recall_at(queries, cfg, short, now)?;
                     self.touch(&result_ids(&result));
                     report.rerun = true;
+                    report.timings.rerun_us = clock.lap();
                 }
             }
         }
         self.finish(engine, &mut report);
+        report.timings.finish_us = clock.lap();
         Ok((result, report))
     }
 
@@ -282,9 +305,9 @@ impl WorkingMemory {
     }
 
     /// Inserts the notes of an activation that are not resident (with all their stored
-    /// links and their forgetting state) and touches every note
-    /// of it, in its BFS order (core, seeds, hop 1, hop 2, …). The forgetting states are read
-    /// in one statement.
+    /// links, by link id, and their forgetting state) and touches every note the walk
+    /// reached, resident or not, in its BFS order (core, seeds, hop 1, hop 2, …). The
+    /// forgetting states are read in one statement.
     pub(super) fn merge(
         &mut self,
         engine: &mut Engine,
@@ -300,17 +323,19 @@ impl WorkingMemory {
             .filter(|id| engine.graph().get(id).is_none())
             .collect();
         let mut states = store.forget_states_of(&new)?;
-        for n in act.graph.notes() {
-            if engine.graph().get(&n.id).is_some() {
-                self.touch_one(n.id);
+        for id in &act.order {
+            if engine.graph().get(id).is_some() {
+                self.touch_one(*id);
                 continue;
             }
-            let Some(note) = full_note(&act.graph, &n.id, &pending) else {
+            // Links by id: the same order whichever of the note's neighbours were read with
+            // it (the walk's matrix rows, and so its sums, follow this order).
+            let Some(note) = full_note(&act.graph, id, &pending).map(canonical) else {
                 continue;
             };
             let id = note.id;
             let readable = note.readable_id.clone();
-            self.clean.insert(id, canonical(note.clone()));
+            self.clean.insert(id, note.clone());
             engine.graph_mut().insert(note)?;
             if let Some(s) = states.remove(&id) {
                 // A stored state the engine refuses (out of range) is dropped, not fatal.
@@ -336,7 +361,10 @@ impl WorkingMemory {
             return Ok(());
         }
         self.refresh_links(store)?;
-        let act = store.activate_with(ids, 1, self.budget(), &self.links)?;
+        let g = engine.graph();
+        let act = store.activate_skipping(ids, 1, self.budget(), &self.links, &|id| {
+            g.get(id).is_some()
+        })?;
         report.truncated |= act.truncated;
         self.merge(engine, store, &act, report)?;
         report
@@ -354,4 +382,21 @@ pub(super) fn result_ids(r: &PipelineResult) -> Vec<MemoryId> {
         .chain(r.actions.iter().map(|a| a.id))
         .chain(r.self_knowledge.iter().map(|a| a.id))
         .collect()
+}
+
+/// Laps of wall time for [`RecallTimings`].
+pub(super) struct Stopwatch(Instant);
+
+impl Stopwatch {
+    pub(super) fn start() -> Self {
+        Stopwatch(Instant::now())
+    }
+
+    /// Microseconds since the start or the previous lap.
+    pub(super) fn lap(&mut self) -> u64 {
+        let now = Instant::now();
+        let us = now.duration_since(self.0).as_micros();
+        self.0 = now;
+        u64::try_from(us).unwrap_or(u64::MAX)
+    }
 }

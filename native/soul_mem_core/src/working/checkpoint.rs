@@ -176,6 +176,11 @@ impl WorkingMemory {
         report: &mut ActivationReport,
     ) -> Result<()> {
         let graph = engine.graph();
+        // Counted first: a recall runs this on every message, and after a settle there is
+        // nothing to release (the LRU keys are looked up only when something goes).
+        if graph.notes().filter(|n| !n.core).count() <= self.cfg.cap {
+            return Ok(());
+        }
         let mut non_core: Vec<(u64, std::cmp::Reverse<u64>, MemoryId)> = graph
             .notes()
             .filter(|n| !n.core)
@@ -184,9 +189,6 @@ impl WorkingMemory {
                 (t, std::cmp::Reverse(s), n.id)
             })
             .collect();
-        if non_core.len() <= self.cfg.cap {
-            return Ok(());
-        }
         let excess = non_core.len() - self.cfg.cap;
         non_core.select_nth_unstable(excess - 1);
         non_core.truncate(excess);

@@ -22,7 +22,7 @@
 //!    message's ~25 seeds have ~1,000 notes within two hops at three links per note — the
 //!    whole cap — and loading them all would replace the working graph on every message.
 //! 4. **Boundary.** A working note with an active stored neighbour that is not loaded is on the
-//!    boundary. When a recall result ([`WorkingMemory::recall`]) contains boundary notes, they
+//!    boundary. When a recall result ([`WorkingMemory::recall_at`]) contains boundary notes, they
 //!    are expanded one hop and the recall is run once more IN THE SAME CALL, so PPR walks into
 //!    what it reached ([`WorkingConfig::rerun`]; off: the expansion serves the next recall);
 //!    a seed already resident on the boundary is expanded one hop by the activation too.
@@ -245,6 +245,33 @@ pub struct ActivationReport {
     pub truncated: bool,
     /// True when a recall was run again after a boundary expansion.
     pub rerun: bool,
+    /// Where a recall's time went ([`WorkingMemory::recall_at`] fills it; zero elsewhere).
+    pub timings: RecallTimings,
+}
+
+/// Wall time of each stage of one working-memory recall, in microseconds: what an operator
+/// (or `soul_tune bench recall --working`) reads to see where a message's time goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct RecallTimings {
+    /// Releasing notes a previous settle left over the cap (0 when it ran).
+    pub release_us: u64,
+    /// Embedding the query texts (query side; cached texts cost a lookup).
+    pub embed_us: u64,
+    /// Seeds: the long-term index's scan and the exact re-scoring of its candidates.
+    pub seeds_us: u64,
+    /// Reading the seeds' neighbourhoods from the store and inserting them (and expanding
+    /// resident boundary seeds).
+    pub load_us: u64,
+    /// Indexing the notes new to the working graph and the decay factors (the first run).
+    pub index_us: u64,
+    /// The pipeline over the working graph (the first run).
+    pub pipeline_us: u64,
+    /// Expanding the boundary notes the result reached.
+    pub expand_us: u64,
+    /// The run after an expansion: indexing and pipeline again (0 without one).
+    pub rerun_us: u64,
+    /// Closing counts (the boundary over every resident note).
+    pub finish_us: u64,
 }
 
 /// What [`WorkingMemory::checkpoint`] wrote.

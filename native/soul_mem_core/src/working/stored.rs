@@ -47,7 +47,11 @@ pub(super) fn pending_by_source(graph: &MemoryGraph) -> IdMap<Vec<MemoryLink>> {
 }
 
 /// Pending links of `graph` whose source passes `keep`, grouped by source (only those are
-/// cloned: a release needs the pending links of its victims, not of the whole graph).
+/// cloned: a release needs the pending links of its victims, not of the whole graph), each
+/// group sorted by link id. The graph keeps pending links by target in a map seeded at
+/// random per process; a note's links in the order of that map would put its row of the
+/// walk's matrix in another order in every process, and the walk's sums would differ in
+/// their last bits from run to run.
 pub(super) fn pending_from(
     graph: &MemoryGraph,
     keep: impl Fn(&MemoryId) -> bool,
@@ -55,6 +59,9 @@ pub(super) fn pending_from(
     let mut out: IdMap<Vec<MemoryLink>> = Default::default();
     for l in graph.pending_links().filter(|l| keep(&l.from)) {
         out.entry(l.from).or_default().push(l.clone());
+    }
+    for links in out.values_mut() {
+        links.sort_unstable_by_key(|l| l.id);
     }
     out
 }

@@ -268,6 +268,27 @@ fn config_validation() {
     assert!(bad.validate().is_err());
 }
 
+/// A note's pending links come out sorted by link id whatever the order of the graph's
+/// pending map (seeded at random per process): working memory puts them into the note it
+/// loads, and their order is the order of the note's row in the walk's matrix.
+#[test]
+fn pending_links_come_out_in_link_id_order() {
+    use crate::graph::tests::{link, sem};
+    let mut g = crate::graph::MemoryGraph::new("c");
+    let mut from = sem("c", "from");
+    for i in 0..12 {
+        let l = link(&from, sem("c", &format!("absent{i}")).id);
+        from.links.push(l);
+    }
+    let mut ids: Vec<crate::model::LinkId> = from.links.iter().map(|l| l.id).collect();
+    ids.sort();
+    let from_id = from.id;
+    g.insert(from).unwrap();
+    let pending = super::stored::pending_from(&g, |_| true);
+    let got: Vec<crate::model::LinkId> = pending[&from_id].iter().map(|l| l.id).collect();
+    assert_eq!(got, ids);
+}
+
 mod stored_links {
     use super::super::links::StoredLinks;
     use crate::graph::tests::{link, sem};

@@ -2,13 +2,14 @@
 //!
 //! `card.rs` (character card import of a generated lorebook), `retrieval.rs` (retrieval
 //! latency on synthetic graphs), `recall.rs` (a stored character's recall of chat messages
-//! with the model), `store.rs` (SQLite store: save, open, load, checkpoints, acknowledged
+//! with the model; `recall_working.rs` the same in working memory), `store.rs` (SQLite store: save, open, load, checkpoints, acknowledged
 //! writes) and `embed.rs` (embedding model load, throughput, latency). `bench working` lives
 //! in `working.rs` next to this directory.
 
 pub mod card;
 pub mod embed;
 pub mod recall;
+mod recall_working;
 pub mod retrieval;
 pub mod store;
 

@@ -11,29 +11,35 @@
 //! default the start) to check that a change leaves results unchanged. `--gap-ms` pauses
 //! before each message, as a chat does (the compute pool's workers fall asleep meanwhile).
 //! Query vectors are written to the cache: run it on a copy of the data dir.
+//!
+//! `--working` runs the character in working memory instead (`recall_working.rs`).
 
 use super::{ms, percentile};
 use chrono::{DateTime, Utc};
 use soul_mem_core::engine::{EmbedderChoice, Engine, ModelEmbedder};
-use soul_mem_core::retrieval::{embed_queries, PipelineConfig};
+use soul_mem_core::retrieval::{embed_queries, PipelineConfig, PipelineResult};
 use soul_mem_core::store::Store;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-const USAGE: &str = "usage: soul_tune bench recall --data-dir DIR --texts FILE [--character demo] [--salt S] [--n N] [--gap-ms MS] [--now RFC3339] [--model PATH]";
+const USAGE: &str = "usage: soul_tune bench recall --data-dir DIR --texts FILE [--character demo] [--salt S] [--n N] [--gap-ms MS] [--now RFC3339] [--model PATH] [--working [--warmup N]]";
 
 /// What the command line asks for.
-struct Args {
-    data_dir: PathBuf,
-    character: String,
-    texts: PathBuf,
-    salt: String,
-    n: usize,
-    gap: Duration,
-    now: DateTime<Utc>,
-    model: Option<PathBuf>,
+pub(super) struct Args {
+    pub(super) data_dir: PathBuf,
+    pub(super) character: String,
+    pub(super) texts: PathBuf,
+    pub(super) salt: String,
+    pub(super) n: usize,
+    pub(super) gap: Duration,
+    pub(super) now: DateTime<Utc>,
+    pub(super) model: Option<PathBuf>,
+    // The character in working memory (the server's mode above its threshold).
+    working: bool,
+    // Messages recalled untimed first (`bench/ws_recall.js --warmup`); working memory only.
+    pub(super) warmup: usize,
 }
 
 fn parse(args: &[String]) -> Result<Args, String> {
@@ -41,6 +47,8 @@ fn parse(args: &[String]) -> Result<Args, String> {
     let (mut character, mut salt, mut n) = ("demo".to_owned(), String::new(), 200usize);
     let mut gap = Duration::ZERO;
     let mut now = Utc::now();
+    let mut working = false;
+    let mut warmup = 0usize;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut value = || it.next().cloned().ok_or(format!("{a} needs a value"));
@@ -62,6 +70,12 @@ fn parse(args: &[String]) -> Result<Args, String> {
                     .map_err(|e| format!("--now: {e}"))?
                     .with_timezone(&Utc)
             }
+            "--working" => working = true,
+            "--warmup" => {
+                warmup = value()?
+                    .parse()
+                    .map_err(|_| "--warmup needs a number of messages")?
+            }
             "--gap-ms" => {
                 gap = Duration::from_millis(
                     value()?
@@ -81,12 +95,14 @@ fn parse(args: &[String]) -> Result<Args, String> {
         gap,
         now,
         model,
+        working,
+        warmup,
     })
 }
 
 /// The texts of `path`: one per line, or JSON lines with a `"text"` field (what
 /// `bench/ws_recall.js --dump` writes).
-fn read_texts(path: &Path) -> Result<Vec<String>, String> {
+pub(super) fn read_texts(path: &Path) -> Result<Vec<String>, String> {
     let raw = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(raw
         .lines()
@@ -103,7 +119,17 @@ fn read_texts(path: &Path) -> Result<Vec<String>, String> {
 
 /// `soul_tune bench recall` (see the module doc).
 pub fn run(args: &[String]) -> ExitCode {
-    match parse(args).and_then(|a| bench(&a)) {
+    let run = |a: Args| {
+        if a.warmup > 0 && !a.working {
+            return Err("--warmup is for --working".to_owned());
+        }
+        if a.working {
+            super::recall_working::bench(&a)
+        } else {
+            bench(&a)
+        }
+    };
+    match parse(args).and_then(run) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}\n{USAGE}");
@@ -117,25 +143,11 @@ fn bench(a: &Args) -> Result<(), String> {
     if texts.is_empty() {
         return Err(format!("{}: no texts", a.texts.display()));
     }
-    // Opening would create an empty store for a character that is not there.
-    let path = Store::path_for(&a.data_dir, &a.character);
-    if !path.is_file() {
-        return Err(format!(
-            "no store of {:?} in {}",
-            a.character,
-            a.data_dir.display()
-        ));
-    }
     let t0 = Instant::now();
-    let store = Store::open(&path, &a.character).map_err(|e| e.to_string())?;
+    let store = open_store(a)?;
     let graph = store.load_graph().map_err(|e| e.to_string())?;
     let loaded = t0.elapsed().as_secs_f64();
-    let cache = a.data_dir.join("embeddings.sqlite3");
-    let model = ModelEmbedder::load(a.model.as_deref(), Some(&cache), None)
-        .map_err(|e| format!("cannot load the embedding model: {e}"))?;
-    let embedder = EmbedderChoice::Model(std::sync::Arc::new(model));
-    let mut cfg = PipelineConfig::default();
-    cfg.similarity.similarity_threshold = embedder.similarity_floor();
+    let (embedder, cfg) = model_and_config(a)?;
     let mut engine = Engine::new(graph);
     let t1 = Instant::now();
     engine
@@ -165,12 +177,7 @@ fn bench(a: &Args) -> Result<(), String> {
                 .recall_at(&queries, &cfg, None, now)
                 .map_err(|e| e.to_string())?;
             let recalled = ms(t);
-            for m in &result.memories {
-                (m.id.to_string(), m.score.to_bits()).hash(&mut digest);
-            }
-            for x in &result.actions {
-                (x.id.to_string(), x.score.to_bits()).hash(&mut digest);
-            }
+            digest_result(&result, &mut digest);
             s.embed.push(embedded);
             s.recall.push(recalled);
         }
@@ -198,6 +205,42 @@ fn bench(a: &Args) -> Result<(), String> {
         now.to_rfc3339()
     );
     Ok(())
+}
+
+/// Hashes a recall's lists (ids and score bits of its memories and actions) into `digest`.
+pub(super) fn digest_result(result: &PipelineResult, digest: &mut impl Hasher) {
+    for m in &result.memories {
+        (m.id.to_string(), m.score.to_bits()).hash(digest);
+    }
+    for x in &result.actions {
+        (x.id.to_string(), x.score.to_bits()).hash(digest);
+    }
+}
+
+/// The character's store in the data dir (opening would create an empty store for a
+/// character that is not there).
+pub(super) fn open_store(a: &Args) -> Result<Store, String> {
+    let path = Store::path_for(&a.data_dir, &a.character);
+    if !path.is_file() {
+        return Err(format!(
+            "no store of {:?} in {}",
+            a.character,
+            a.data_dir.display()
+        ));
+    }
+    Store::open(&path, &a.character).map_err(|e| e.to_string())
+}
+
+/// The model with the data dir's embedding cache, and the pipeline config the server uses
+/// with it (its similarity floor).
+pub(super) fn model_and_config(a: &Args) -> Result<(EmbedderChoice, PipelineConfig), String> {
+    let cache = a.data_dir.join("embeddings.sqlite3");
+    let model = ModelEmbedder::load(a.model.as_deref(), Some(&cache), None)
+        .map_err(|e| format!("cannot load the embedding model: {e}"))?;
+    let embedder = EmbedderChoice::Model(std::sync::Arc::new(model));
+    let mut cfg = PipelineConfig::default();
+    cfg.similarity.similarity_threshold = embedder.similarity_floor();
+    Ok((embedder, cfg))
 }
 
 /// Per-message timings, ms, and the digest of the recall lists.

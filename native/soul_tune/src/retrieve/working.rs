@@ -2,7 +2,7 @@
 //!
 //! The graph is saved in a temporary store; every case opens a fresh [`WorkingMemory`] over
 //! it (so cases do not see each other's activations) with `--working-cap` resident notes and
-//! `--working-budget` notes per activation, and recalls through [`WorkingMemory::recall`]:
+//! `--working-budget` notes per activation, and recalls through [`WorkingMemory::recall_at`]:
 //! long-term seeds, k-hop activation, boundary expansion and the pipeline over the working
 //! graph, as the service does for a character above its working-memory threshold. The first
 //! open embeds the notes' primary texts (through the embedding cache) and stores them; later
@@ -69,7 +69,8 @@ impl WorkingRun {
     /// Complexity: opening the store and the index (O(notes)) plus the recall.
     pub fn recall(&self, subs: &[SubQuery], cfg: &PipelineConfig) -> Result<Returned> {
         let (mut engine, mut wm, mut store) = self.open()?;
-        let (result, _) = wm.recall(&mut engine, &mut store, subs, cfg, None)?;
+        let (result, _) =
+            wm.recall_at(&mut engine, &mut store, subs, cfg, None, chrono::Utc::now())?;
         Ok(Returned::of(result))
     }
 }

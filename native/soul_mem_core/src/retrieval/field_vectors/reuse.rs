@@ -1,9 +1,10 @@
 //! Rebuilding a graph's vectors after the graph changed ([`VectorPlan`]): notes whose texts
 //! did not change keep their rows and only new and changed notes reach the embedder. When the
-//! old vectors can be given up and the graph only lost notes and gained new ones at its end —
-//! what working memory does on every activation and release — the kept rows are compacted in
-//! place instead of copied into fresh buffers (copying ~1,000 notes' rows into new
-//! allocations, twice per recall, was a fifth of a working-memory recall at 100k notes).
+//! old vectors can be given up and the graph only lost notes and gained some at its end —
+//! what working memory does on every activation and release, the notes at the end including
+//! released ones loaded again — the kept rows are compacted in place instead of copied into
+//! fresh buffers (copying ~1,000 notes' rows into new allocations, twice per recall, was a
+//! fifth of a working-memory recall at 100k notes).
 
 use super::{signature_of, NodeVectors, ROW_KINDS_LEN};
 use crate::error::{Error, Result};
@@ -101,20 +102,34 @@ impl VectorPlan {
         })
     }
 
-    /// True when assembling from owned old vectors compacts them in place: every kept note
-    /// keeps its old order and all new or changed notes come after the kept ones.
-    /// Complexity: O(nodes).
+    /// True when assembling from owned old vectors compacts them in place: the plan starts
+    /// with kept notes in their old order (the prefix compacted in place) and keeps fewer
+    /// notes after that prefix than in it. Notes kept after it — released and loaded again
+    /// before the index was rebuilt, which working memory does whenever a message brings back
+    /// what the settle after the previous one released — are copied out of the old rows
+    /// before the compaction and appended after it. Complexity: O(nodes).
     pub fn in_place(&self) -> bool {
+        let prefix = self.prefix_len();
+        let late = self.steps[prefix..]
+            .iter()
+            .filter(|s| matches!(s, Step::Keep(_)))
+            .count();
+        prefix > 0 && late < prefix
+    }
+
+    /// Leading steps that keep old notes in their old order (strictly ascending positions).
+    fn prefix_len(&self) -> usize {
         let mut last = None;
-        let mut embedding = false;
-        for s in &self.steps {
-            match s {
-                Step::Keep(j) if !embedding && last.is_none_or(|l| *j > l) => last = Some(*j),
-                Step::Keep(_) => return false,
-                Step::Embed(_) => embedding = true,
-            }
-        }
-        true
+        self.steps
+            .iter()
+            .take_while(|s| match s {
+                Step::Keep(j) if last.is_none_or(|l| *j > l) => {
+                    last = Some(*j);
+                    true
+                }
+                _ => false,
+            })
+            .count()
     }
 
     /// The new vectors, the kept rows copied from `prev` (the vectors the plan was made
@@ -123,7 +138,7 @@ impl VectorPlan {
     pub fn assemble(self, prev: Option<&NodeVectors>) -> Result<NodeVectors> {
         self.check_prev(prev)?;
         let mut out = NodeVectors::new(self.dim)?;
-        self.append(0, &mut out, prev)?;
+        self.append(0, &mut out, prev.map(Kept::At))?;
         Ok(out)
     }
 
@@ -134,16 +149,23 @@ impl VectorPlan {
         self.check_prev(prev.as_ref())?;
         match prev {
             Some(mut p) if self.in_place() => {
-                let keep: Vec<usize> = self
-                    .steps
+                let prefix = self.prefix_len();
+                let keep: Vec<usize> = self.steps[..prefix]
                     .iter()
                     .filter_map(|s| match s {
                         Step::Keep(j) => Some(*j),
                         Step::Embed(_) => None,
                     })
                     .collect();
+                // The compaction may overwrite the rows of notes kept after the prefix.
+                let mut late = NodeVectors::new(self.dim)?;
+                for s in &self.steps[prefix..] {
+                    if let Step::Keep(j) = s {
+                        late.push_node_from(&p, *j);
+                    }
+                }
                 p.compact(&keep);
-                self.append(keep.len(), &mut p, None)?;
+                self.append(prefix, &mut p, Some(Kept::InOrder(&late, 0)))?;
                 Ok(p)
             }
             p => self.assemble(p.as_ref()),
@@ -161,16 +183,26 @@ impl VectorPlan {
         Ok(())
     }
 
-    /// Appends the plan's nodes from the `from`-th on to `out`, kept ones copied from `prev`.
-    fn append(&self, from: usize, out: &mut NodeVectors, prev: Option<&NodeVectors>) -> Result<()> {
+    /// Appends the plan's nodes from the `from`-th on to `out`, kept ones copied from `kept`.
+    fn append(&self, from: usize, out: &mut NodeVectors, mut kept: Option<Kept<'_>>) -> Result<()> {
         let nodes = self.steps.iter().zip(&self.ids).zip(&self.revisions);
         for ((step, id), rev) in nodes.skip(from) {
             match step {
                 Step::Keep(j) => {
-                    let p = prev.ok_or_else(|| {
-                        Error::invalid_argument("prev", "a copy needs the previous vectors")
-                    })?;
-                    out.push_node_from(p, *j)
+                    let (p, at) = match kept.as_mut() {
+                        Some(Kept::At(p)) => (*p, *j),
+                        Some(Kept::InOrder(p, next)) => {
+                            *next += 1;
+                            (*p, *next - 1)
+                        }
+                        None => {
+                            return Err(Error::invalid_argument(
+                                "prev",
+                                "a copy needs the previous vectors",
+                            ))
+                        }
+                    };
+                    out.push_node_from(p, at)
                 }
                 Step::Embed(items) => {
                     let rows: Vec<(FieldKind, &str, &[f32])> = items
@@ -186,6 +218,13 @@ impl VectorPlan {
         }
         Ok(())
     }
+}
+
+/// Where [`VectorPlan::append`] copies kept notes from: the old vectors at each note's old
+/// position, or the notes copied out before a compaction, in plan order (the next one).
+enum Kept<'a> {
+    At(&'a NodeVectors),
+    InOrder(&'a NodeVectors, usize),
 }
 
 impl NodeVectors {
