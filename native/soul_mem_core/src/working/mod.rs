@@ -245,7 +245,8 @@ pub struct ActivationReport {
     pub truncated: bool,
     /// True when a recall was run again after a boundary expansion.
     pub rerun: bool,
-    /// Where a recall's time went ([`WorkingMemory::recall_at`] fills it; zero elsewhere).
+    /// Where the time went: [`WorkingMemory::recall_at`] fills every stage,
+    /// [`WorkingMemory::activate`] the seeds and the loading; the rest stay zero.
     pub timings: RecallTimings,
 }
 

@@ -49,9 +49,10 @@ pub(super) fn pending_by_source(graph: &MemoryGraph) -> IdMap<Vec<MemoryLink>> {
 /// Pending links of `graph` whose source passes `keep`, grouped by source (only those are
 /// cloned: a release needs the pending links of its victims, not of the whole graph), each
 /// group sorted by link id. The graph keeps pending links by target in a map seeded at
-/// random per process; a note's links in the order of that map would put its row of the
-/// walk's matrix in another order in every process, and the walk's sums would differ in
-/// their last bits from run to run.
+/// random per process; in that map's order, what a release writes back (a note's links
+/// keep their order in the store) would differ from run to run. (A note loaded into the
+/// working graph has all its links sorted by id by `WorkingMemory::merge`, whichever of
+/// them were pending.)
 pub(super) fn pending_from(
     graph: &MemoryGraph,
     keep: impl Fn(&MemoryId) -> bool,

@@ -269,8 +269,8 @@ fn config_validation() {
 }
 
 /// A note's pending links come out sorted by link id whatever the order of the graph's
-/// pending map (seeded at random per process): working memory puts them into the note it
-/// loads, and their order is the order of the note's row in the walk's matrix.
+/// pending map (seeded at random per process): a release writes them back in this order,
+/// and the store keeps a note's links in order.
 #[test]
 fn pending_links_come_out_in_link_id_order() {
     use crate::graph::tests::{link, sem};

@@ -2,8 +2,9 @@
 //!
 //! `card.rs` (character card import of a generated lorebook), `retrieval.rs` (retrieval
 //! latency on synthetic graphs), `recall.rs` (a stored character's recall of chat messages
-//! with the model; `recall_working.rs` the same in working memory), `store.rs` (SQLite store: save, open, load, checkpoints, acknowledged
-//! writes) and `embed.rs` (embedding model load, throughput, latency). `bench working` lives
+//! with the model; `recall_working.rs` the same in working memory), `store.rs` (SQLite
+//! store: save, open, load, checkpoints, acknowledged writes) and `embed.rs` (embedding model
+//! load, throughput, latency). `bench working` lives
 //! in `working.rs` next to this directory.
 
 pub mod card;
@@ -41,6 +42,12 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
 pub fn p50_p99(mut v: Vec<f64>) -> (f64, f64) {
     v.sort_by(f64::total_cmp);
     (percentile(&v, 0.5), percentile(&v, 0.99))
+}
+
+/// The median, 95th and 99th percentiles of `v`.
+pub fn p50_p95_p99(mut v: Vec<f64>) -> [f64; 3] {
+    v.sort_by(f64::total_cmp);
+    [0.5, 0.95, 0.99].map(|p| percentile(&v, p))
 }
 
 /// Milliseconds since `t`.

@@ -14,10 +14,10 @@
 //!
 //! `--working` runs the character in working memory instead (`recall_working.rs`).
 
-use super::{ms, percentile};
+use super::{ms, p50_p95_p99};
 use chrono::{DateTime, Utc};
 use soul_mem_core::engine::{EmbedderChoice, Engine, ModelEmbedder};
-use soul_mem_core::retrieval::{embed_queries, PipelineConfig, PipelineResult};
+use soul_mem_core::retrieval::{embed_queries, PipelineConfig, PipelineResult, SubQuery};
 use soul_mem_core::store::Store;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -167,8 +167,7 @@ fn bench(a: &Args) -> Result<(), String> {
         let mut digest = std::hash::DefaultHasher::new();
         for i in 0..n {
             std::thread::sleep(gap);
-            let text = format!("{} {salt}", texts[i % texts.len()]);
-            let queries = soul_mem_core::text::text_queries(&text, 4);
+            let queries = message_queries(&texts, i, &salt);
             let t = Instant::now();
             embed_queries(&queries, embedder.as_dyn()).map_err(|e| e.to_string())?;
             let embedded = ms(t);
@@ -190,13 +189,12 @@ fn bench(a: &Args) -> Result<(), String> {
     println!("| stage ({n} messages) | p50 ms | p95 ms | p99 ms |");
     println!("|---|---|---|---|");
     let both: Vec<f64> = s.embed.iter().zip(&s.recall).map(|(e, r)| e + r).collect();
-    for (name, mut v) in [
+    for (name, v) in [
         ("query embedding (uncached)", s.embed),
         ("recall, query vectors cached (the pipeline)", s.recall),
         ("both", both),
     ] {
-        v.sort_by(f64::total_cmp);
-        let [p50, p95, p99] = [0.5, 0.95, 0.99].map(|p| percentile(&v, p));
+        let [p50, p95, p99] = p50_p95_p99(v);
         println!("| {name} | {p50:.2} | {p95:.2} | {p99:.2} |");
     }
     println!(
@@ -205,6 +203,14 @@ fn bench(a: &Args) -> Result<(), String> {
         now.to_rfc3339()
     );
     Ok(())
+}
+
+/// The sub-queries of the `i`-th message, as the server makes them from a chat message's
+/// text (the text and up to four keywords): the `i`-th text (cycling) with `salt` appended,
+/// so that its query embedding is not cached.
+pub(super) fn message_queries(texts: &[String], i: usize, salt: &str) -> Vec<SubQuery> {
+    let text = format!("{} {salt}", texts[i % texts.len()]);
+    soul_mem_core::text::text_queries(&text, 4)
 }
 
 /// Hashes a recall's lists (ids and score bits of its memories and actions) into `digest`.

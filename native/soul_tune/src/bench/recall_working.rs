@@ -13,8 +13,10 @@
 //! and the cache are written (released notes, recorded retrievals, query vectors): run it on
 //! a copy of the data dir.
 
-use super::recall::{digest_result, model_and_config, open_store, read_texts, Args};
-use super::{ms, percentile};
+use super::recall::{
+    digest_result, message_queries, model_and_config, open_store, read_texts, Args,
+};
+use super::{ms, p50_p95_p99};
 use soul_mem_core::engine::Engine;
 use soul_mem_core::graph::MemoryGraph;
 use soul_mem_core::working::{RecallTimings, WorkingConfig, WorkingMemory};
@@ -66,8 +68,7 @@ pub(super) fn bench(a: &Args) -> Result<(), String> {
         let mut digest = std::hash::DefaultHasher::new();
         for i in 0..warmup + n {
             std::thread::sleep(gap);
-            let text = format!("{} {salt}", texts[i % texts.len()]);
-            let queries = soul_mem_core::text::text_queries(&text, 4);
+            let queries = message_queries(&texts, i, &salt);
             let t = Instant::now();
             let (result, report) = wm
                 .recall_at(&mut engine, &mut store, &queries, &cfg, None, now)
@@ -122,10 +123,9 @@ fn print(s: &Samples, n: usize, now: chrono::DateTime<chrono::Utc>) {
             s.total.iter().zip(&s.settle).map(|(a, b)| a + b).collect(),
         ),
     ];
-    for (name, mut v) in rows {
+    for (name, v) in rows {
         let mean = v.iter().sum::<f64>() / v.len().max(1) as f64;
-        v.sort_by(f64::total_cmp);
-        let [p50, p95, p99] = [0.5, 0.95, 0.99].map(|p| percentile(&v, p));
+        let [p50, p95, p99] = p50_p95_p99(v);
         println!("| {name} | {p50:.2} | {p95:.2} | {p99:.2} | {mean:.2} |");
     }
     println!(
