@@ -47,6 +47,7 @@ pub use replication::{
     apply_changes, init_replica, promote_replica, replica_state, ReplicaState, META_EPOCH,
     META_REPLICA_BASE, META_REPLICA_SEQ,
 };
+pub(crate) use rows::pending_by_source;
 pub use schema::{APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION};
 
 use crate::error::{Error, Result};

@@ -294,9 +294,10 @@ pub(super) fn insert_feedback(
 }
 
 /// Pending links of the graph whose source passes `keep`, by source, each group in link id
-/// order (the pending buffer is a hash map; this keeps files deterministic).
+/// order (the pending buffer is a hash map seeded at random per process; this keeps files —
+/// and working memory's write-backs — the same from run to run).
 /// Complexity: O(pending links).
-pub(super) fn pending_by_source(
+pub(crate) fn pending_by_source(
     graph: &MemoryGraph,
     keep: impl Fn(&MemoryId) -> bool,
 ) -> IdMap<Vec<&MemoryLink>> {

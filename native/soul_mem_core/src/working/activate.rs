@@ -11,7 +11,7 @@ use crate::model::MemoryId;
 use crate::retrieval::{
     distinct_query_texts, PipelineConfig, PipelineResult, ShortContext, SubQuery,
 };
-use crate::store::{Activation, Store};
+use crate::store::{pending_by_source, Activation, Store};
 use chrono::{DateTime, Utc};
 use std::collections::BTreeSet;
 use std::time::Instant;
@@ -315,7 +315,7 @@ impl WorkingMemory {
         act: &Activation,
         report: &mut ActivationReport,
     ) -> Result<()> {
-        let pending = pending_by_source(&act.graph);
+        let pending = pending_by_source(&act.graph, |_| true);
         let new: Vec<MemoryId> = act
             .graph
             .notes()

@@ -9,7 +9,7 @@ use crate::engine::Engine;
 use crate::error::Result;
 use crate::model::IdSet;
 use crate::model::{MemoryId, MemoryNote};
-use crate::store::{Change, Store};
+use crate::store::{pending_by_source, Change, Store};
 
 impl WorkingMemory {
     /// Partial checkpoint of the whole working graph: forgetting states of resident notes,
@@ -39,7 +39,7 @@ impl WorkingMemory {
             _ => None,
         }));
         let graph = engine.graph();
-        let pending = pending_by_source(graph);
+        let pending = pending_by_source(graph, |_| true);
         let notes: Vec<MemoryNote> = graph
             .notes()
             .filter(|n| !deleted.contains(&n.id))
@@ -196,7 +196,7 @@ impl WorkingMemory {
         let victims: Vec<MemoryId> = non_core.into_iter().map(|(_, _, id)| id).collect();
 
         let victim_set: IdSet = victims.iter().copied().collect();
-        let pending = pending_from(graph, |id| victim_set.contains(id));
+        let pending = pending_by_source(graph, |id| victim_set.contains(id));
         let mut write = Vec::new();
         let mut states = Vec::new();
         for id in &victims {

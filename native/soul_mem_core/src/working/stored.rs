@@ -41,41 +41,16 @@ pub(super) fn stored_texts(store: &Store) -> Result<Vec<(MemoryId, Option<String
     Ok(out)
 }
 
-/// Pending links of `graph` grouped by source.
-pub(super) fn pending_by_source(graph: &MemoryGraph) -> IdMap<Vec<MemoryLink>> {
-    pending_from(graph, |_| true)
-}
-
-/// Pending links of `graph` whose source passes `keep`, grouped by source (only those are
-/// cloned: a release needs the pending links of its victims, not of the whole graph), each
-/// group sorted by link id. The graph keeps pending links by target in a map seeded at
-/// random per process; in that map's order, what a release writes back (a note's links
-/// keep their order in the store) would differ from run to run. (A note loaded into the
-/// working graph has all its links sorted by id by `WorkingMemory::merge`, whichever of
-/// them were pending.)
-pub(super) fn pending_from(
-    graph: &MemoryGraph,
-    keep: impl Fn(&MemoryId) -> bool,
-) -> IdMap<Vec<MemoryLink>> {
-    let mut out: IdMap<Vec<MemoryLink>> = Default::default();
-    for l in graph.pending_links().filter(|l| keep(&l.from)) {
-        out.entry(l.from).or_default().push(l.clone());
-    }
-    for links in out.values_mut() {
-        links.sort_unstable_by_key(|l| l.id);
-    }
-    out
-}
-
 /// A note with ALL its outgoing links (attached and pending), as the store keeps it.
+/// `pending`: the graph's pending links by source ([`crate::store::pending_by_source`]).
 pub(super) fn full_note(
     graph: &MemoryGraph,
     id: &MemoryId,
-    pending: &IdMap<Vec<MemoryLink>>,
+    pending: &IdMap<Vec<&MemoryLink>>,
 ) -> Option<MemoryNote> {
     let mut n = graph.get(id)?.clone();
     if let Some(p) = pending.get(id) {
-        n.links.extend(p.iter().cloned());
+        n.links.extend(p.iter().map(|l| (*l).clone()));
     }
     Some(n)
 }

@@ -269,8 +269,8 @@ fn config_validation() {
 }
 
 /// A note's pending links come out sorted by link id whatever the order of the graph's
-/// pending map (seeded at random per process): a release writes them back in this order,
-/// and the store keeps a note's links in order.
+/// pending map (seeded at random per process): working memory's release writes them back in
+/// this order, and the store keeps a note's links in order.
 #[test]
 fn pending_links_come_out_in_link_id_order() {
     use crate::graph::tests::{link, sem};
@@ -284,7 +284,7 @@ fn pending_links_come_out_in_link_id_order() {
     ids.sort();
     let from_id = from.id;
     g.insert(from).unwrap();
-    let pending = super::stored::pending_from(&g, |_| true);
+    let pending = crate::store::pending_by_source(&g, |_| true);
     let got: Vec<crate::model::LinkId> = pending[&from_id].iter().map(|l| l.id).collect();
     assert_eq!(got, ids);
 }
