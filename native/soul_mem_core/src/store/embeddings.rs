@@ -3,6 +3,13 @@
 
 use super::*;
 
+/// Stores one note's vector under a model (`?1` note id, `?2` model, `?3` text hash, `?4`
+/// dimension, `?5` little-endian f32 bytes), replacing the one it had in place: the row keeps
+/// its `id`, so a replica's changeset updates that row instead of deleting and inserting.
+pub(super) const PUT_EMBEDDING: &str =
+    "INSERT INTO embeddings (note_id, model, text_hash, dim, vec) VALUES (?1, ?2, ?3, ?4, ?5)
+     ON CONFLICT (note_id, model) DO UPDATE
+     SET text_hash = excluded.text_hash, dim = excluded.dim, vec = excluded.vec";
 impl Store {
     /// Stores the embedding of a note under `model`, with the SHA-256 of the embedded text (so
     /// a changed text is detected; see [`crate::embedding_cache::text_hash`]).
@@ -17,8 +24,7 @@ impl Store {
         let bytes: Vec<u8> = vector.iter().flat_map(|f| f.to_le_bytes()).collect();
         self.write(|c, p| {
             c.execute(
-                "INSERT OR REPLACE INTO embeddings (note_id, model, text_hash, dim, vec)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                PUT_EMBEDDING,
                 params![s, m, &text_hash[..], vector.len() as i64, bytes],
             )
             .map(|_| ())
@@ -146,12 +152,7 @@ impl Store {
         rows: &[(MemoryId, [u8; 32], Vec<f32>)],
     ) -> Result<()> {
         self.write(|c, p| {
-            let mut st = c
-                .prepare_cached(
-                    "INSERT OR REPLACE INTO embeddings (note_id, model, text_hash, dim, vec)
-                     VALUES (?1, ?2, ?3, ?4, ?5)",
-                )
-                .map_err(|e| db_err(p, e))?;
+            let mut st = c.prepare_cached(PUT_EMBEDDING).map_err(|e| db_err(p, e))?;
             for (id, hash, vector) in rows {
                 let bytes: Vec<u8> = vector.iter().flat_map(|f| f.to_le_bytes()).collect();
                 st.execute(params![

@@ -227,8 +227,7 @@ impl Store {
             for (id, model, hash, vec) in &doc.embeddings {
                 let bytes: Vec<u8> = vec.iter().flat_map(|f| f.to_le_bytes()).collect();
                 c.execute(
-                    "INSERT OR REPLACE INTO embeddings (note_id, model, text_hash, dim, vec)
-                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                    super::embeddings::PUT_EMBEDDING,
                     params![id.to_string(), model, &hash[..], vec.len() as i64, bytes],
                 )
                 .map_err(|e| db_err(p, e))?;

@@ -275,6 +275,17 @@ fn parse_id(path: &Path, s: &str) -> Result<uuid::Uuid> {
 pub(super) const ID_LIST: &str = "(SELECT value FROM json_each(?1))";
 
 /// The JSON array of `ids` (UUID text) to bind for [`ID_LIST`]. Complexity: O(|ids|).
+/// The `CREATE` statement SQLite keeps for table `name` of `conn`, if there is one (how a file
+/// written by an older build is recognised). Complexity: O(schema objects).
+pub(crate) fn table_sql(conn: &Connection, name: &str) -> rusqlite::Result<Option<String>> {
+    conn.query_row(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?1",
+        [name],
+        |r| r.get(0),
+    )
+    .optional()
+}
+
 pub(super) fn id_list(ids: &[MemoryId]) -> Result<String> {
     to_json(&ids)
 }

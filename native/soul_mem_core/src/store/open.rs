@@ -287,6 +287,13 @@ impl Store {
 
     /// Applies `MIGRATIONS[from..]` and stamps the ids, all in one transaction.
     fn migrate(&mut self, from: i64) -> Result<()> {
-        migrate_steps(&mut self.conn, &self.path, from, MIGRATIONS)
+        migrate_steps(&mut self.conn, &self.path, from, MIGRATIONS)?;
+        // A migration may rewrite a whole table (4: the embeddings) into the log: copy it into
+        // the file now and empty the log, rather than leave every read of the session looking
+        // pages up in a log of hundreds of MB. Best effort: the data is committed either way.
+        let _ = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+        Ok(())
     }
 }
