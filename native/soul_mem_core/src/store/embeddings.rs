@@ -10,6 +10,7 @@ pub(super) const PUT_EMBEDDING: &str =
     "INSERT INTO embeddings (note_id, model, text_hash, dim, vec) VALUES (?1, ?2, ?3, ?4, ?5)
      ON CONFLICT (note_id, model) DO UPDATE
      SET text_hash = excluded.text_hash, dim = excluded.dim, vec = excluded.vec";
+
 impl Store {
     /// Stores the embedding of a note under `model`, with the SHA-256 of the embedded text (so
     /// a changed text is detected; see [`crate::embedding_cache::text_hash`]).

@@ -274,7 +274,6 @@ fn parse_id(path: &Path, s: &str) -> Result<uuid::Uuid> {
 /// statement reads a whole batch of notes instead of one statement per note.
 pub(super) const ID_LIST: &str = "(SELECT value FROM json_each(?1))";
 
-/// The JSON array of `ids` (UUID text) to bind for [`ID_LIST`]. Complexity: O(|ids|).
 /// The `CREATE` statement SQLite keeps for table `name` of `conn`, if there is one (how a file
 /// written by an older build is recognised). Complexity: O(schema objects).
 pub(crate) fn table_sql(conn: &Connection, name: &str) -> rusqlite::Result<Option<String>> {
@@ -286,6 +285,7 @@ pub(crate) fn table_sql(conn: &Connection, name: &str) -> rusqlite::Result<Optio
     .optional()
 }
 
+/// The JSON array of `ids` (UUID text) to bind for [`ID_LIST`]. Complexity: O(|ids|).
 pub(super) fn id_list(ids: &[MemoryId]) -> Result<String> {
     to_json(&ids)
 }
