@@ -35,10 +35,9 @@ pub struct EmbeddingCache {
     path: PathBuf,
     hits: u64,
     misses: u64,
-    /// The vectors read or stored last, in memory. SQLite reads a vector (an overflow page)
-    /// from the file with a system call however large its page cache is, ~50 µs a text;
-    /// working memory looks up the texts of the hundreds of notes each recall brings in,
-    /// and brings the same notes in again and again.
+    /// The vectors read or stored last, in memory. A read from the file costs ~8 µs (the
+    /// key's index and a leaf page, see [`SCHEMA`]); working memory looks up the texts of the
+    /// hundreds of notes each recall brings in, and brings the same notes in again and again.
     memo: lru::LruCache<MemoKey, Vec<f32>>,
 }
 
@@ -108,15 +107,18 @@ impl EmbeddingCache {
         let conn = Connection::open(&path).map_err(|e| db_err(&path, e))?;
         // A cache may lose its last writes on power loss without harm: NORMAL is enough.
         // Lookups come in bursts of hundreds (the texts of the notes working memory brings
-        // in): a 16 MiB page cache keeps the B-tree's inner pages in memory (SQLite's default
-        // is 2 MiB); the vectors themselves are overflow pages, read past it with a system
-        // call each unless the file is memory-mapped (up to 1 GiB of it; SQLite writes
-        // through write(), the map is read-only).
+        // in): a 16 MiB page cache keeps the key index's pages in memory (SQLite's default is
+        // 2 MiB), and the rows are read from the file memory-mapped (up to 1 GiB of it; SQLite
+        // writes through write(), the map is read-only).
         conn.execute_batch(
             "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA cache_size=-16384;
              PRAGMA mmap_size=1073741824;",
         )
         .map_err(|e| db_err(&path, e))?;
+        // Processes of one data dir share the file: one that finds another moving an old
+        // file's rows (`init`, about a second at 100k vectors) or writing waits for it.
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(|e| db_err(&path, e))?;
         Self::init(conn, path)
     }
 
