@@ -74,7 +74,13 @@ pub(super) fn bench(a: &Args) -> Result<(), String> {
                 .recall_at(&mut engine, &mut store, &queries, &cfg, None, now)
                 .map_err(|e| e.to_string())?;
             let total = ms(t);
-            let ids: Vec<_> = result.memories.iter().map(|m| m.id).collect();
+            // What `SoulMem.recall/3` records: the memories and the actions.
+            let ids: Vec<_> = result
+                .memories
+                .iter()
+                .map(|m| m.id)
+                .chain(result.actions.iter().map(|x| x.id))
+                .collect();
             engine.record(&ids, now);
             let t = Instant::now();
             wm.settle(&mut engine, &mut store)
