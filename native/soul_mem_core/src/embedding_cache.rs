@@ -173,6 +173,19 @@ impl EmbeddingCache {
             self.hits += 1;
             return Ok(Some(v.clone()));
         }
+        let found = self.read(model, kind, &hash)?;
+        match &found {
+            Some(v) => {
+                self.hits += 1;
+                self.memo.put(key, v.clone());
+            }
+            None => self.misses += 1,
+        }
+        Ok(found)
+    }
+
+    /// The vector stored in the file for `hash`, if any. Complexity: one indexed lookup.
+    fn read(&self, model: &str, kind: &str, hash: &[u8; 32]) -> Result<Option<Vec<f32>>> {
         let blob: Option<Vec<u8>> = self
             .conn
             .prepare_cached("SELECT vec FROM embeddings WHERE model=?1 AND kind=?2 AND hash=?3")
@@ -181,21 +194,11 @@ impl EmbeddingCache {
                     .optional()
             })
             .map_err(|e| db_err(&self.path, e))?;
-        match blob {
-            Some(b) => {
-                self.hits += 1;
-                let v: Vec<f32> = b
-                    .chunks_exact(4)
-                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                    .collect();
-                self.memo.put(key, v.clone());
-                Ok(Some(v))
-            }
-            None => {
-                self.misses += 1;
-                Ok(None)
-            }
-        }
+        Ok(blob.map(|b| {
+            b.chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect()
+        }))
     }
 
     /// Stores many vectors in one transaction.
@@ -251,17 +254,62 @@ impl EmbeddingCache {
     /// Looks `texts` up: their vectors where cached, and the distinct texts that are not, in
     /// order of first appearance (the first step of [`get_or_compute`]).
     ///
-    /// Complexity: one indexed lookup per text.
+    /// Complexity: one memory lookup per text; the texts not in memory one indexed read
+    /// each, all in one read transaction.
     fn lookup<'t>(&mut self, model: &str, kind: &str, texts: &[&'t str]) -> Result<Lookup<'t>> {
         let mut out: Vec<Option<Vec<f32>>> = Vec::with_capacity(texts.len());
+        // Texts not in memory: (position in `out`, memo key, hash), read from the file below.
+        let mut unread: Vec<(usize, MemoKey, [u8; 32])> = Vec::new();
+        for (i, t) in texts.iter().enumerate() {
+            let hash = text_hash(t);
+            let key = memo_key(model, kind, hash);
+            match self.memo.get(&key) {
+                Some(v) => {
+                    self.hits += 1;
+                    out.push(Some(v.clone()));
+                }
+                None => {
+                    out.push(None);
+                    unread.push((i, key, hash));
+                }
+            }
+        }
+        if !unread.is_empty() {
+            // One read transaction for the batch: each statement on its own would take and
+            // release the log's read lock (two system calls) around its own lookup.
+            let tx = self
+                .conn
+                .unchecked_transaction()
+                .map_err(|e| db_err(&self.path, e))?;
+            let mut read = Vec::with_capacity(unread.len());
+            for (_, key, hash) in &unread {
+                // A text seen twice in the batch is read once.
+                let v = match self.memo.peek(key) {
+                    Some(v) => Some(v.clone()),
+                    None => self.read(model, kind, hash)?,
+                };
+                if let Some(v) = &v {
+                    self.memo.put(key.clone(), v.clone());
+                }
+                read.push(v);
+            }
+            tx.commit().map_err(|e| db_err(&self.path, e))?;
+            for ((i, _, _), v) in unread.into_iter().zip(read) {
+                match v {
+                    Some(v) => {
+                        self.hits += 1;
+                        out[i] = Some(v);
+                    }
+                    None => self.misses += 1,
+                }
+            }
+        }
         let mut missing: Vec<&str> = Vec::new();
         let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
-        for t in texts {
-            let v = self.get(model, kind, t)?;
+        for (t, v) in texts.iter().zip(&out) {
             if v.is_none() && seen.insert(t) {
                 missing.push(t);
             }
-            out.push(v);
         }
         Ok((out, missing))
     }

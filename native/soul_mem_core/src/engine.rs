@@ -22,6 +22,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub struct Engine {
     graph: MemoryGraph,
     index: Option<RetrievalIndex>,
+    // The parts of the last index (its vectors, when of the current embedder, and its word
+    // index synced to the graph) after an embedding error took it apart: the next build
+    // reuses them as it would the index.
+    spare: Option<(Option<NodeVectors>, LexicalIndex)>,
     embedder: Option<EmbedderChoice>,
     forget_config: ForgetConfig,
     forget_states: IdMap<ForgetState>,
@@ -88,6 +92,7 @@ impl Engine {
         Engine {
             graph,
             index: None,
+            spare: None,
             embedder: None,
             forget_config: ForgetConfig::default(),
             forget_states: Default::default(),
@@ -122,7 +127,8 @@ impl Engine {
     }
 
     /// The retrieval index, when built (it may lag behind a changed graph until the next
-    /// recall rebuilds it; see [`Engine::is_indexed`]). Complexity: O(1).
+    /// recall rebuilds it, see [`Engine::is_indexed`]; none after a failed
+    /// [`Engine::embed_all`] until one succeeds). Complexity: O(1).
     pub fn index(&self) -> Option<&RetrievalIndex> {
         self.index.as_ref()
     }
@@ -155,6 +161,10 @@ impl Engine {
     /// Notes whose texts are unchanged since the previous index of the same embedder keep
     /// their vectors (only new and changed notes reach the embedder); with a cached model,
     /// re-embedding an unchanged text computes nothing either.
+    ///
+    /// The word index is synced on rayon's pool while this thread makes the vectors. An
+    /// embedding error leaves no index; the next call reuses the old one's parts as it would
+    /// the index.
     pub fn embed_all(
         &mut self,
         embedder: EmbedderChoice,
@@ -167,21 +177,39 @@ impl Engine {
             .embedder
             .as_ref()
             .is_some_and(|e| e.name() == embedder.name());
-        let prev = self.index.as_ref().filter(|_| same).map(|i| i.vectors());
-        // Embedding (what can fail) comes first: on an error the old index stays.
-        let plan = VectorPlan::new(&self.graph, &progress, prev)?;
-        // The old snapshot is given up: its rows are compacted in place where the graph only
-        // lost notes and gained some at its end, and its lexical index is synced (only
-        // changed notes are segmented again).
-        let (prev, lexical) = match self.index.take().map(RetrievalIndex::into_parts) {
-            Some((vectors, lexical)) => (Some(vectors).filter(|_| same), lexical),
+        // The previous snapshot is taken apart: its vectors are what the plan reuses (notes
+        // kept are compacted in place), its word index is synced to the graph on another core
+        // while the plan embeds and assembles (only changed notes are segmented again).
+        let (mut prev, mut lexical) = match self
+            .index
+            .take()
+            .map(RetrievalIndex::into_parts)
+            .map(|(v, l)| (Some(v), l))
+            .or_else(|| self.spare.take())
+        {
+            Some((vectors, lexical)) => (vectors.filter(|_| same), lexical),
             None => (None, LexicalIndex::default()),
         };
-        let vectors = plan.assemble_owned(prev)?;
-        self.index = Some(RetrievalIndex::build_with_lexical(
+        let graph = &self.graph;
+        let mut refused = Vec::new();
+        let built = rayon::in_place_scope(|s| {
+            s.spawn(|_| refused = lexical.sync(graph));
+            // The old vectors are given up only once the plan (what can fail) is made.
+            VectorPlan::new(graph, &progress, prev.as_ref()).map(|p| p.assemble_owned(prev.take()))
+        });
+        let vectors = match built {
+            Ok(vectors) => vectors?,
+            Err(e) => {
+                // The next build reuses both parts, as it would the index.
+                self.spare = Some((prev, lexical));
+                return Err(e);
+            }
+        };
+        self.index = Some(RetrievalIndex::build_synced(
             &self.graph,
             vectors,
             lexical,
+            refused,
         )?);
         self.embedder = Some(embedder);
         Ok(())

@@ -9,7 +9,7 @@ use transition::{DecayedCsr, WalkWeights};
 
 use super::field_texts::environment_text;
 use super::field_vectors::NodeVectors;
-use super::lexical::LexicalIndex;
+use super::lexical::{LexicalIndex, Refusals};
 use super::ppr::{Csr, PprWorkspace};
 use super::query::Ident;
 use super::similarity::SimScratch;
@@ -184,8 +184,22 @@ impl RetrievalIndex {
         mut lexical: LexicalIndex,
     ) -> Result<Self> {
         check_alignment(graph, &vectors)?;
-        let lexical_refused: Vec<(String, String)> = lexical
-            .sync(graph)
+        let refused = lexical.sync(graph);
+        Self::build_synced(graph, vectors, lexical, refused)
+    }
+
+    /// [`Self::build_with_lexical`] with `lexical` already synced to `graph`
+    /// ([`LexicalIndex::sync`], which answered `refused`): what a caller that syncs it on
+    /// another thread while the vectors are made builds from.
+    /// Complexity: O(nodes + links + identifier text).
+    pub fn build_synced(
+        graph: &MemoryGraph,
+        vectors: NodeVectors,
+        lexical: LexicalIndex,
+        refused: Refusals,
+    ) -> Result<Self> {
+        check_alignment(graph, &vectors)?;
+        let lexical_refused: Vec<(String, String)> = refused
             .into_iter()
             .map(|(id, e)| (graph.readable_of(&id), e.to_string()))
             .collect();

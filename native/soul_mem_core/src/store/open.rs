@@ -235,9 +235,13 @@ impl Store {
         }
         // cache_size: 32 MiB (negative = KiB) instead of 2 MiB, so whole-graph saves and loads
         // of 100k-note characters do not thrash the page cache; it is a ceiling, not an
-        // allocation.
+        // allocation. mmap_size: reads of the file's first 2 GiB (SQLite's limit) map its
+        // pages instead of copying each into that cache with a system call — working memory
+        // reads a few hundred notes, their links and vectors from all over a large file per
+        // message. Writes still go through write(); the map is read-only.
         conn.execute_batch(
-            "PRAGMA synchronous=FULL; PRAGMA foreign_keys=OFF; PRAGMA cache_size=-32768;",
+            "PRAGMA synchronous=FULL; PRAGMA foreign_keys=OFF; PRAGMA cache_size=-32768;
+             PRAGMA mmap_size=2147483648;",
         )
         .map_err(|e| db_err(&path, e))?;
         if let Some(pages) = opts.max_pages {

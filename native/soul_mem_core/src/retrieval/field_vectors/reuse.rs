@@ -232,6 +232,11 @@ impl NodeVectors {
     /// move down over the dropped ones in the same buffers; the tag vocabulary is rebuilt in
     /// first-use order, as a fresh build makes it. Complexity: O(kept rows × dim + tags).
     fn compact(&mut self, keep: &[usize]) {
+        // Every node kept (a working graph that only gained notes): the rows and the tag
+        // vocabulary are already what the compaction would make.
+        if keep.len() == self.len() {
+            return;
+        }
         let dim = self.dim;
         let old_starts = std::mem::take(&mut self.starts);
         let span =
