@@ -215,8 +215,11 @@ impl Engine {
         Ok(())
     }
 
-    /// Rebuilds the index when the graph changed since it was built.
-    fn ensure_index(&mut self) -> Result<()> {
+    /// Rebuilds the index when the graph changed since it was built (with the embedder of the
+    /// last [`Engine::embed_all`]), as a recall does first: what a caller runs off a recall's
+    /// path after changing the graph, so the next recall finds it current. Errors before any
+    /// `embed_all`. Complexity: O(1) when current, else as [`Engine::embed_all`].
+    pub fn ensure_index(&mut self) -> Result<()> {
         if self.is_indexed() {
             return Ok(());
         }

@@ -588,6 +588,10 @@ fn a_recall_leaves_its_release_to_settle_and_the_next_recall_catches_up() {
     // The least recently activated go: of the first recall's notes, those this one did not
     // recall again.
     assert_eq!((settled.released.len(), settled.non_core), (3, 3));
+    assert!(
+        e.is_indexed(),
+        "the settle brings the index up to the smaller graph"
+    );
     let gone = settled.released.contains(&"n2".to_string());
     assert_eq!(
         settled.persisted,

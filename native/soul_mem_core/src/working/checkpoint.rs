@@ -151,18 +151,24 @@ impl WorkingMemory {
 
     /// What follows a recall, off its path (the service runs it once the answer is out):
     /// releases the notes over the cap ([`Self::release_over_cap`]: the changed ones written
-    /// first). The engine's index follows at the next recall, which rebuilds it for the notes
-    /// it brings in anyway (one build for both changes). Skipping it loses nothing: the next
-    /// recall releases first.
+    /// first), then brings the engine's index up to the smaller graph
+    /// ([`Engine::ensure_index`]): the next recall's build then only appends the notes it
+    /// brings in, instead of also moving every kept row down over the released ones. Skipping
+    /// it loses nothing: the next recall releases (and rebuilds) first.
     ///
     /// Errors: a failed release write removes nothing (the notes stay resident and are
-    /// released by a later settle or recall).
+    /// released by a later settle or recall); a failed index build leaves the next recall
+    /// to build it.
     ///
-    /// Complexity: as [`Self::release_over_cap`].
+    /// Complexity: as [`Self::release_over_cap`], plus an index build over the working graph
+    /// when notes were released.
     pub fn settle(&mut self, engine: &mut Engine, store: &mut Store) -> Result<ActivationReport> {
         check_character(engine, store)?;
         let mut report = ActivationReport::default();
         self.release_over_cap(engine, store, &mut report)?;
+        if !report.released.is_empty() && engine.embedder().is_some() {
+            engine.ensure_index()?;
+        }
         self.finish(engine, &mut report);
         Ok(report)
     }
