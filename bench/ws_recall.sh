@@ -66,6 +66,10 @@ trap 'exit 130' INT TERM
 echo "ws_recall.sh: $(git -C "$ROOT" log --oneline -1 2>/dev/null | cut -c1-72)"
 echo "ws_recall.sh: uptime at start:$(uptime | sed 's/.*load average/ load average/')"
 
+# The server runs with the VM flags scripts/run.sh gives it.
+# shellcheck source=scripts/vm_flags.sh
+source "$ROOT/scripts/vm_flags.sh"
+
 # setsid: the server (mix → beam) gets its own process group, stopped as a whole.
 start_server() {
   env -u SOUL_MEM_LLM_BASE_URL -u SOUL_MEM_LLM_API_KEY -u SOUL_MEM_LLM_MODEL \

@@ -29,6 +29,9 @@ if [[ $with_llm -eq 1 ]]; then
   bash scripts/llm.sh serve
 fi
 
+# shellcheck source=scripts/vm_flags.sh
+source scripts/vm_flags.sh
+
 printf '\n==== run: mix soul.server --chat (demo character, endpoint on 127.0.0.1:%s) ====\n' "${PORT:-4000}"
 mix soul.demo </dev/null
 # One VM serves the chat endpoint (page, WebSocket, HTTP API) and the terminal chat, so both
