@@ -53,6 +53,8 @@
 // SOUL_BENCH_JSON=1. argv wins over the environment.
 // Output: p50/p95/p99/max (ms) of the measured requests, their count, the
 // embedding value, load averages at start and end; with --json one JSON line last.
+// --dump FILE (SOUL_BENCH_DUMP_RECALLS) writes one JSON line per measured request:
+// its number i, its time ms, the text and the recalled memories' ids.
 "use strict";
 const path = require("path");
 const os = require("os");
@@ -280,7 +282,7 @@ async function main() {
       forgetting.set(a, (forgetting.get(a) || 0) + 1);
     }
     if (measured && cfg.dump)
-      dumped.push(JSON.stringify({ text, memories: (res.memories || []).map((m) => m.id) }));
+      dumped.push(JSON.stringify({ i, ms: Math.round(ms * 100) / 100, text, memories: (res.memories || []).map((m) => m.id) }));
     const w = Array.isArray(res.window) ? res.window.length : -1;
     if (windowFirst === null) windowFirst = w;
     windowLast = w;
