@@ -165,23 +165,10 @@ impl EmbeddingCache {
         self.len().map(|n| n == 0)
     }
 
-    /// Looks one text up (in memory first, then in the file).
+    /// Looks one text up (in memory first, then in the file): [`Self::lookup`] of one text.
     pub fn get(&mut self, model: &str, kind: &str, text: &str) -> Result<Option<Vec<f32>>> {
-        let hash = text_hash(text);
-        let key = memo_key(model, kind, hash);
-        if let Some(v) = self.memo.get(&key) {
-            self.hits += 1;
-            return Ok(Some(v.clone()));
-        }
-        let found = self.read(model, kind, &hash)?;
-        match &found {
-            Some(v) => {
-                self.hits += 1;
-                self.memo.put(key, v.clone());
-            }
-            None => self.misses += 1,
-        }
-        Ok(found)
+        let (mut found, _) = self.lookup(model, kind, &[text])?;
+        Ok(found.pop().flatten())
     }
 
     /// The vector stored in the file for `hash`, if any. Complexity: one indexed lookup.
@@ -255,7 +242,7 @@ impl EmbeddingCache {
     /// order of first appearance (the first step of [`get_or_compute`]).
     ///
     /// Complexity: one memory lookup per text; the texts not in memory one indexed read
-    /// each, all in one read transaction.
+    /// each, in one read transaction when there are several.
     fn lookup<'t>(&mut self, model: &str, kind: &str, texts: &[&'t str]) -> Result<Lookup<'t>> {
         let mut out: Vec<Option<Vec<f32>>> = Vec::with_capacity(texts.len());
         // Texts not in memory: (position in `out`, memo key, hash), read from the file below.
@@ -274,35 +261,39 @@ impl EmbeddingCache {
                 }
             }
         }
-        if !unread.is_empty() {
-            // One read transaction for the batch: each statement on its own would take and
-            // release the log's read lock (two system calls) around its own lookup.
-            let tx = self
-                .conn
-                .unchecked_transaction()
-                .map_err(|e| db_err(&self.path, e))?;
-            let mut read = Vec::with_capacity(unread.len());
-            for (_, key, hash) in &unread {
-                // A text seen twice in the batch is read once.
-                let v = match self.memo.peek(key) {
-                    Some(v) => Some(v.clone()),
-                    None => self.read(model, kind, hash)?,
-                };
-                if let Some(v) = &v {
-                    self.memo.put(key.clone(), v.clone());
-                }
-                read.push(v);
-            }
-            tx.commit().map_err(|e| db_err(&self.path, e))?;
-            for ((i, _, _), v) in unread.into_iter().zip(read) {
-                match v {
-                    Some(v) => {
-                        self.hits += 1;
-                        out[i] = Some(v);
+        // One read transaction for a batch: each statement on its own would take and release
+        // the log's read lock (two system calls) around its own lookup.
+        let tx = if unread.len() > 1 {
+            Some(
+                self.conn
+                    .unchecked_transaction()
+                    .map_err(|e| db_err(&self.path, e))?,
+            )
+        } else {
+            None
+        };
+        for (i, key, hash) in unread {
+            // A text seen twice in the batch is read once: the first read put it in memory.
+            let v = match self.memo.get(&key) {
+                Some(v) => Some(v.clone()),
+                None => {
+                    let v = self.read(model, kind, &hash)?;
+                    if let Some(v) = &v {
+                        self.memo.put(key, v.clone());
                     }
-                    None => self.misses += 1,
+                    v
                 }
+            };
+            match v {
+                Some(v) => {
+                    self.hits += 1;
+                    out[i] = Some(v);
+                }
+                None => self.misses += 1,
             }
+        }
+        if let Some(tx) = tx {
+            tx.commit().map_err(|e| db_err(&self.path, e))?;
         }
         let mut missing: Vec<&str> = Vec::new();
         let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
