@@ -54,7 +54,7 @@
 // Output: p50/p95/p99/max (ms) of the measured requests, their count, the
 // embedding value, load averages at start and end; with --json one JSON line last.
 // --dump FILE (SOUL_BENCH_DUMP_RECALLS) writes one JSON line per measured request:
-// its number i, its time ms, the text and the recalled memories' ids.
+// its number i, when it started (at, ms since the run began), its time ms, the text and the recalled memories' ids.
 "use strict";
 const path = require("path");
 const os = require("os");
@@ -253,10 +253,12 @@ async function main() {
   const emptyTexts = [];
   let coldMs = null;
   const dumped = [];
+  const runStart = Date.now();
 
   async function one(i, measured) {
     const text = queryText(i);
     const timeout = i === 0 ? FIRST_TIMEOUT_MS : cfg.timeoutMs;
+    const startedAt = Date.now() - runStart;
     const t0 = process.hrtime.bigint();
     const r = await reply(channel.push("recall", { text }, timeout));
     const ms = Number(process.hrtime.bigint() - t0) / 1e6;
@@ -282,7 +284,7 @@ async function main() {
       forgetting.set(a, (forgetting.get(a) || 0) + 1);
     }
     if (measured && cfg.dump)
-      dumped.push(JSON.stringify({ i, ms: Math.round(ms * 100) / 100, text, memories: (res.memories || []).map((m) => m.id) }));
+      dumped.push(JSON.stringify({ i, at: startedAt, ms: Math.round(ms * 100) / 100, text, memories: (res.memories || []).map((m) => m.id) }));
     const w = Array.isArray(res.window) ? res.window.length : -1;
     if (windowFirst === null) windowFirst = w;
     windowLast = w;

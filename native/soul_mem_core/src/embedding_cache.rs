@@ -10,6 +10,7 @@
 
 use crate::error::{Error, Result};
 use crate::store::table_sql;
+use crate::wal_folder::WalFolder;
 use rusqlite::{params, Connection, OptionalExtension};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -26,11 +27,17 @@ type Lookup<'t> = (Vec<Option<Vec<f32>>>, Vec<&'t str>);
 /// 384-dimensional vectors, several times the texts of a working graph of 1,000 notes.
 const MEMO_ENTRIES: usize = 16_384;
 
+/// A cache may lose its last writes on power loss without harm: a commit is not synced.
+const CACHE_SYNCHRONOUS: &str = "NORMAL";
+
 /// What the memo is keyed by: model and kind (`"model\0kind"`) and the text's SHA-256.
 type MemoKey = (String, [u8; 32]);
 
 /// A cache file. Not `Sync`: wrap it in a `Mutex` to share.
 pub struct EmbeddingCache {
+    /// Folds the log off the path of a recall's query embedding (see [`WalFolder`]); before
+    /// `conn`, so it is dropped first.
+    folder: WalFolder,
     conn: Connection,
     path: PathBuf,
     hits: u64,
@@ -105,15 +112,14 @@ impl EmbeddingCache {
             std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, &e))?;
         }
         let conn = Connection::open(&path).map_err(|e| db_err(&path, e))?;
-        // A cache may lose its last writes on power loss without harm: NORMAL is enough.
         // Lookups come in bursts of hundreds (the texts of the notes working memory brings
         // in): a 16 MiB page cache keeps the key index's pages in memory (SQLite's default is
         // 2 MiB), and the rows are read from the file memory-mapped (up to 1 GiB of it; SQLite
         // writes through write(), the map is read-only).
-        conn.execute_batch(
-            "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA cache_size=-16384;
-             PRAGMA mmap_size=1073741824;",
-        )
+        conn.execute_batch(&format!(
+            "PRAGMA journal_mode=WAL; PRAGMA synchronous={CACHE_SYNCHRONOUS};
+             PRAGMA cache_size=-16384; PRAGMA mmap_size=1073741824;"
+        ))
         .map_err(|e| db_err(&path, e))?;
         // Processes of one data dir share the file: one that finds another moving an old
         // file's rows (`init`, about a second at 100k vectors) or writing waits for it.
@@ -135,6 +141,7 @@ impl EmbeddingCache {
         }
         conn.execute_batch(SCHEMA).map_err(|e| db_err(&path, e))?;
         Ok(EmbeddingCache {
+            folder: WalFolder::watch(&conn, &path, CACHE_SYNCHRONOUS),
             conn,
             path,
             hits: 0,
@@ -206,6 +213,7 @@ impl EmbeddingCache {
             }
         }
         tx.commit().map_err(|e| db_err(&path, e))?;
+        self.folder.after_commit();
         // Only once durable: the memo never holds what the file does not.
         for ((_, vec), hash) in items.iter().zip(hashes) {
             self.memo.put(memo_key(model, kind, hash), vec.to_vec());

@@ -21,6 +21,7 @@ pub mod retrieval;
 pub mod rng;
 pub mod store;
 pub mod text;
+pub mod wal_folder;
 pub mod worker_pool;
 pub mod working;
 

@@ -260,6 +260,47 @@ fn cap_releases_least_recently_activated_non_core_notes_persisting_them_first() 
     assert!(resident(&e).contains(&"self".to_string()), "core stays");
 }
 
+#[test]
+fn a_release_patches_the_retrieval_of_notes_that_were_only_recalled() {
+    let mut s = chain_store("patch", 30);
+    let before = s.note(&id("n2")).unwrap().unwrap();
+    let (mut e, mut wm) = open(&mut s, one_seed(1, 3));
+    wm.activate_texts(&mut e, &mut s, &[&content(2)]).unwrap();
+    e.record(&[id("n2"), id("n3")], t(500));
+    e.record(&[id("n2")], t(900));
+
+    let r = wm.activate_texts(&mut e, &mut s, &[&content(10)]).unwrap();
+    assert!(r.released.contains(&"n2".to_string()));
+    assert_eq!(r.persisted, 2, "n2 and n3 were recalled, n1 was not");
+
+    // Only the two columns moved: the row, its payload and its links are as they were.
+    let stored = s.note(&id("n2")).unwrap().unwrap();
+    assert_eq!(stored.retrieval_count, 2);
+    assert_eq!(stored.last_accessed_time, t(900));
+    let expected = MemoryNote {
+        retrieval_count: 2,
+        last_accessed_time: t(900),
+        ..before
+    };
+    assert_eq!(stored, expected);
+    assert_eq!(s.note(&id("n3")).unwrap().unwrap().retrieval_count, 1);
+    assert_eq!(s.note(&id("n1")).unwrap().unwrap().retrieval_count, 0);
+
+    // Brought back, it carries them.
+    wm.activate_texts(&mut e, &mut s, &[&content(2)]).unwrap();
+    assert_eq!(e.graph().get(&id("n2")).unwrap().retrieval_count, 2);
+}
+
+#[test]
+fn a_retrieval_patch_of_a_note_gone_from_the_store_writes_nothing() {
+    let mut s = chain_store("patch_gone", 5);
+    s.delete_note(&id("n2")).unwrap();
+    s.apply(&[Change::SetRetrieval(id("n2"), 4, t(100))])
+        .unwrap();
+    assert!(s.note(&id("n2")).unwrap().is_none());
+    assert_eq!(s.counts().unwrap().0, 5);
+}
+
 fn state(degree: f64, at: i64) -> ForgetState {
     ForgetState {
         missing_degree: degree,

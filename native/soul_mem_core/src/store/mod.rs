@@ -54,6 +54,7 @@ use crate::error::{Error, Result};
 use crate::graph::{validate_intensity, MemoryGraph, NoteChange, SyncTag};
 use crate::import::{validate_link_type, validate_mem_type};
 use crate::model::{LinkId, MemoryId, MemoryLink, MemoryLinkType, MemoryNote, MemoryType};
+use crate::wal_folder::WalFolder;
 use chrono::{DateTime, SecondsFormat, Utc};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 use serde::{Deserialize, Serialize};
@@ -68,6 +69,9 @@ pub const EXPORT_FORMAT: &str = "soulmem-character";
 /// Version of the export document layout written (1: UUID references; 2: readable ids).
 pub const EXPORT_VERSION: u32 = 2;
 
+/// Every commit of the store is synced before it returns: an acknowledged write survives a
+/// crash of the process, the OS or the machine.
+const STORE_SYNCHRONOUS: &str = "FULL";
 /// Meta key holding the character name.
 const META_CHARACTER: &str = "character";
 /// Meta key holding the running summary of the sliding window.
@@ -139,6 +143,9 @@ pub enum Change {
     DeleteNote(MemoryId),
     /// Append retrieval records ([`Store::append_records`]).
     AppendRecords(Vec<(MemoryId, DateTime<Utc>)>),
+    /// Set a stored note's retrieval count and last access time in place, the rest of its row
+    /// and its links untouched (a note gone from the store stays gone).
+    SetRetrieval(MemoryId, u32, DateTime<Utc>),
     /// Set the forgetting state of a note ([`Store::set_forget_state`]).
     SetForgetState(MemoryId, ForgetState),
     /// Clear the forgetting state of a note.
@@ -211,6 +218,10 @@ enum Plan {
 /// An open store. Not `Sync`: one owner (the character's process) at a time.
 #[derive(Debug)]
 pub struct Store {
+    /// Folds the log into the file off the writer's path (`None` read-only). Declared before
+    /// `conn`: dropped first, so the writer's connection is the file's last and its close
+    /// folds what is left and removes the log.
+    folder: Option<WalFolder>,
     conn: Connection,
     path: PathBuf,
     character: String,
@@ -345,7 +356,15 @@ impl Store {
             .map_err(|e| db_err(&path, e))?;
         let out = f(&tx, &path)?;
         tx.commit().map_err(|e| db_err(&path, e))?;
+        self.after_commit();
         Ok(out)
+    }
+
+    /// After a commit on this handle's connection: the log may be due a fold.
+    pub(super) fn after_commit(&self) {
+        if let Some(f) = &self.folder {
+            f.after_commit();
+        }
     }
 
     /// [`Self::write`] for writes that may change note or link rows outside a checkpoint: once

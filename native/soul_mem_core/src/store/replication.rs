@@ -117,6 +117,7 @@ impl Store {
             .map_err(|e| db_err(&path, e))?;
         let out = f(&tx, &path)?;
         tx.commit().map_err(|e| db_err(&path, e))?;
+        self.after_commit();
         let mut changes = Vec::new();
         match session.changeset_strm(&mut changes) {
             Ok(()) if changes.is_empty() => {}

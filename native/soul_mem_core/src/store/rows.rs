@@ -146,6 +146,7 @@ pub(super) enum ChangeRef<'a> {
     ArchiveNote(&'a MemoryId),
     DeleteNote(&'a MemoryId),
     AppendRecords(&'a [(MemoryId, DateTime<Utc>)]),
+    SetRetrieval(&'a MemoryId, u32, &'a DateTime<Utc>),
     SetForgetState(&'a MemoryId, &'a ForgetState),
     ClearForgetState(&'a MemoryId),
     AppendMessage(&'a Message),
@@ -165,6 +166,7 @@ impl ChangeRef<'_> {
                 | ChangeRef::DeleteLink(_)
                 | ChangeRef::ArchiveNote(_)
                 | ChangeRef::DeleteNote(_)
+                | ChangeRef::SetRetrieval(..)
         )
     }
 }
@@ -178,6 +180,7 @@ impl<'a> From<&'a Change> for ChangeRef<'a> {
             Change::ArchiveNote(i) => ChangeRef::ArchiveNote(i),
             Change::DeleteNote(i) => ChangeRef::DeleteNote(i),
             Change::AppendRecords(r) => ChangeRef::AppendRecords(r),
+            Change::SetRetrieval(i, n, at) => ChangeRef::SetRetrieval(i, *n, at),
             Change::SetForgetState(i, s) => ChangeRef::SetForgetState(i, s),
             Change::ClearForgetState(i) => ChangeRef::ClearForgetState(i),
             Change::AppendMessage(m) => ChangeRef::AppendMessage(m),
@@ -255,6 +258,13 @@ pub(super) fn apply_change(c: &Connection, p: &Path, ch: ChangeRef<'_>) -> Resul
         }
         ChangeRef::DeleteNote(id) => delete_note_rows(c, p, &id.to_string(), true).map(|_| ()),
         ChangeRef::AppendRecords(r) => insert_records(c, p, r),
+        ChangeRef::SetRetrieval(id, count, at) => c
+            .prepare_cached(
+                "UPDATE notes SET retrieval_count=?2, last_accessed_time=?3 WHERE id=?1",
+            )
+            .and_then(|mut st| st.execute(params![id.to_string(), i64::from(count), ts(at)]))
+            .map(|_| ())
+            .map_err(e),
         ChangeRef::SetForgetState(id, s) => set_forget_tx(c, p, &id.to_string(), s),
         ChangeRef::ClearForgetState(id) => c
             .execute(

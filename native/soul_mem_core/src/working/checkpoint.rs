@@ -204,7 +204,9 @@ impl WorkingMemory {
         let victim_set: IdSet = victims.iter().copied().collect();
         let pending = pending_by_source(graph, |id| victim_set.contains(id));
         let mut write = Vec::new();
-        let mut states = Vec::new();
+        // Row patches: moved forgetting states and retrieval counts.
+        let mut patches = Vec::new();
+        let mut patched = 0;
         for id in &victims {
             let Some(mut full) = full_note(graph, id, &pending) else {
                 continue;
@@ -215,22 +217,36 @@ impl WorkingMemory {
                 .forget_state(id)
                 .filter(|s| self.clean_states.get(id) != Some(*s))
             {
-                states.push(Change::SetForgetState(*id, s.clone()));
+                patches.push(Change::SetForgetState(*id, s.clone()));
             }
-            let changed = self.clean.get(id).is_none_or(|c| !unchanged(c, &full));
-            if changed {
-                write.push(full);
+            match self
+                .clean
+                .get(id)
+                .map_or(Drift::Rewrite, |c| drift(c, &full))
+            {
+                Drift::Same => {}
+                // Most victims were only recalled: a patch of two columns, not the whole row
+                // and its links again (a fraction of the pages, so of the log and its folds).
+                Drift::Retrieval => {
+                    patched += 1;
+                    patches.push(Change::SetRetrieval(
+                        *id,
+                        full.retrieval_count,
+                        full.last_accessed_time,
+                    ));
+                }
+                Drift::Rewrite => write.push(full),
             }
         }
         let updates = self.index_updates(&write)?;
-        if !write.is_empty() || !states.is_empty() {
-            self.upsert_notes(store, &write, &states)?;
+        if !write.is_empty() || !patches.is_empty() {
+            self.upsert_notes(store, &write, &patches)?;
         }
         if !updates.is_empty() {
             store.put_embeddings(&self.model, &updates)?;
             self.index.upsert_rows(&updates)?;
         }
-        report.persisted += write.len();
+        report.persisted += write.len() + patched;
         for id in &victims {
             report.released.push(engine.graph().readable_of(id));
         }

@@ -61,10 +61,22 @@ pub(super) fn canonical(mut n: MemoryNote) -> MemoryNote {
     n
 }
 
-/// True when `n` equals `clean` (a note in [`canonical`] form) up to the order of its links:
+/// How a resident note differs from its stored row (see [`drift`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Drift {
+    /// Nothing to write.
+    Same,
+    /// Only the retrieval count and last access time moved (a recall recorded it): the row is
+    /// patched in place ([`crate::store::Change::SetRetrieval`]), its links untouched.
+    Retrieval,
+    /// Anything else: the note is written whole, with its links.
+    Rewrite,
+}
+
+/// How `n` differs from `clean` (a note in [`canonical`] form), up to the order of its links:
 /// what a release asks of every victim, without cloning it. Every field is named, so a new
 /// one cannot be left out of the comparison. Complexity: O(note + links · log links).
-pub(super) fn unchanged(clean: &MemoryNote, n: &MemoryNote) -> bool {
+pub(super) fn drift(clean: &MemoryNote, n: &MemoryNote) -> Drift {
     let MemoryNote {
         id,
         readable_id,
@@ -77,19 +89,26 @@ pub(super) fn unchanged(clean: &MemoryNote, n: &MemoryNote) -> bool {
         links,
     } = n;
     if links.len() != clean.links.len() {
-        return false;
+        return Drift::Rewrite;
     }
     let mut sorted: Vec<&MemoryLink> = links.iter().collect();
     sorted.sort_by_key(|l| l.id);
-    *id == clean.id
+    let rest_same = *id == clean.id
         && *readable_id == clean.readable_id
         && *tags == clean.tags
-        && *retrieval_count == clean.retrieval_count
         && *create_time == clean.create_time
-        && *last_accessed_time == clean.last_accessed_time
         && *core == clean.core
         && *mem_type == clean.mem_type
-        && sorted.into_iter().eq(clean.links.iter())
+        && sorted.into_iter().eq(clean.links.iter());
+    if !rest_same {
+        Drift::Rewrite
+    } else if *retrieval_count == clean.retrieval_count
+        && *last_accessed_time == clean.last_accessed_time
+    {
+        Drift::Same
+    } else {
+        Drift::Retrieval
+    }
 }
 
 pub(super) fn check_character(engine: &Engine, store: &Store) -> Result<()> {
