@@ -27,9 +27,6 @@ type Lookup<'t> = (Vec<Option<Vec<f32>>>, Vec<&'t str>);
 /// 384-dimensional vectors, several times the texts of a working graph of 1,000 notes.
 const MEMO_ENTRIES: usize = 16_384;
 
-/// A cache may lose its last writes on power loss without harm: a commit is not synced.
-const CACHE_SYNCHRONOUS: &str = "NORMAL";
-
 /// What the memo is keyed by: model and kind (`"model\0kind"`) and the text's SHA-256.
 type MemoKey = (String, [u8; 32]);
 
@@ -112,14 +109,15 @@ impl EmbeddingCache {
             std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, &e))?;
         }
         let conn = Connection::open(&path).map_err(|e| db_err(&path, e))?;
+        // A cache may lose its last writes on power loss without harm: NORMAL is enough.
         // Lookups come in bursts of hundreds (the texts of the notes working memory brings
         // in): a 16 MiB page cache keeps the key index's pages in memory (SQLite's default is
         // 2 MiB), and the rows are read from the file memory-mapped (up to 1 GiB of it; SQLite
         // writes through write(), the map is read-only).
-        conn.execute_batch(&format!(
-            "PRAGMA journal_mode=WAL; PRAGMA synchronous={CACHE_SYNCHRONOUS};
-             PRAGMA cache_size=-16384; PRAGMA mmap_size=1073741824;"
-        ))
+        conn.execute_batch(
+            "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA cache_size=-16384;
+             PRAGMA mmap_size=1073741824;",
+        )
         .map_err(|e| db_err(&path, e))?;
         // Processes of one data dir share the file: one that finds another moving an old
         // file's rows (`init`, about a second at 100k vectors) or writing waits for it.
@@ -141,7 +139,7 @@ impl EmbeddingCache {
         }
         conn.execute_batch(SCHEMA).map_err(|e| db_err(&path, e))?;
         Ok(EmbeddingCache {
-            folder: WalFolder::watch(&conn, &path, CACHE_SYNCHRONOUS),
+            folder: WalFolder::watch(&conn, &path),
             conn,
             path,
             hits: 0,

@@ -55,7 +55,6 @@ fn on_commit(wal: &Wal, pages: c_int) -> rusqlite::Result<()> {
 #[derive(Debug)]
 pub struct WalFolder {
     path: PathBuf,
-    synchronous: &'static str,
     /// Started at the first fold: most files (an idle character's) never need one. `None`
     /// when the thread could not be started: the writer then folds inline at
     /// [`INLINE_PAGES`], slower but never wrong.
@@ -70,13 +69,11 @@ struct Worker {
 
 impl WalFolder {
     /// Replaces `conn`'s automatic checkpoint with the hook [`WalFolder::after_commit`] reads.
-    /// `path` is `conn`'s file; `synchronous` the level the folds sync at (`"FULL"`,
-    /// `"NORMAL"`), as the writer's own connection would.
-    pub fn watch(conn: &Connection, path: &Path, synchronous: &'static str) -> WalFolder {
+    /// `path` is `conn`'s file.
+    pub fn watch(conn: &Connection, path: &Path) -> WalFolder {
         conn.wal_hook(Some(on_commit));
         WalFolder {
             path: path.to_path_buf(),
-            synchronous,
             worker: OnceLock::new(),
         }
     }
@@ -89,11 +86,11 @@ impl WalFolder {
         }
         let worker = self.worker.get_or_init(|| {
             let (wake, rx) = mpsc::channel();
-            let (path, synchronous) = (self.path.clone(), self.synchronous);
+            let path = self.path.clone();
             std::thread::Builder::new()
                 .name("soul-wal-fold".into())
                 .stack_size(256 * 1024)
-                .spawn(move || fold_loop(&path, synchronous, &rx))
+                .spawn(move || fold_loop(&path, &rx))
                 .ok()
                 .map(|thread| Worker { wake, thread })
         });
@@ -113,21 +110,19 @@ impl Drop for WalFolder {
     }
 }
 
-fn fold_loop(path: &Path, synchronous: &str, wake: &Receiver<()>) {
+fn fold_loop(path: &Path, wake: &Receiver<()>) {
     let mut conn: Option<Connection> = None;
     while wake.recv().is_ok() {
         // Wake-ups that came during the last fold are covered by this one.
         while wake.try_recv().is_ok() {}
         if conn.is_none() {
-            // Never created here: a file removed meanwhile is not brought back.
+            // Never created here: a file removed meanwhile is not brought back. SQLite's
+            // default `synchronous` (FULL) syncs the log before a fold and the file after it,
+            // as NORMAL would: a fold is as durable for the store as for the cache.
             conn = Connection::open_with_flags(
                 path,
                 OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
             )
-            .and_then(|c| {
-                c.execute_batch(&format!("PRAGMA synchronous={synchronous};"))?;
-                Ok(c)
-            })
             .ok();
         }
         if let Some(c) = &conn {
@@ -173,7 +168,7 @@ mod tests {
     #[test]
     fn the_writer_commits_past_the_threshold_and_the_thread_folds() {
         let (dir, path, conn) = fresh("fold");
-        let folder = WalFolder::watch(&conn, &path, "FULL");
+        let folder = WalFolder::watch(&conn, &path);
         let small = db_len(&path);
 
         // Past SQLite's own threshold, yet the commit itself copied nothing into the file:
@@ -197,7 +192,7 @@ mod tests {
     #[test]
     fn a_small_log_wakes_nobody() {
         let (dir, path, conn) = fresh("quiet");
-        let folder = WalFolder::watch(&conn, &path, "NORMAL");
+        let folder = WalFolder::watch(&conn, &path);
         write_pages(&conn, 10);
         folder.after_commit();
         assert!(folder.worker.get().is_none(), "no thread for a small log");

@@ -69,9 +69,6 @@ pub const EXPORT_FORMAT: &str = "soulmem-character";
 /// Version of the export document layout written (1: UUID references; 2: readable ids).
 pub const EXPORT_VERSION: u32 = 2;
 
-/// Every commit of the store is synced before it returns: an acknowledged write survives a
-/// crash of the process, the OS or the machine.
-const STORE_SYNCHRONOUS: &str = "FULL";
 /// Meta key holding the character name.
 const META_CHARACTER: &str = "character";
 /// Meta key holding the running summary of the sliding window.

@@ -238,10 +238,9 @@ impl Store {
         // allocation. The file is not memory-mapped: every page a map touches would count in
         // the process's resident set (560 MiB peak at 100k notes, against 182 without:
         // `soul_tune bench working`), for no measurable gain in a recall.
-        conn.execute_batch(&format!(
-            "PRAGMA synchronous={STORE_SYNCHRONOUS}; PRAGMA foreign_keys=OFF;
-             PRAGMA cache_size=-32768;"
-        ))
+        conn.execute_batch(
+            "PRAGMA synchronous=FULL; PRAGMA foreign_keys=OFF; PRAGMA cache_size=-32768;",
+        )
         .map_err(|e| db_err(&path, e))?;
         if let Some(pages) = opts.max_pages {
             // The pragma answers with the limit in force (never below the current size).
@@ -250,7 +249,7 @@ impl Store {
                 .map_err(|e| db_err(&path, e))?;
         }
         // The writer's log is folded on a thread of its own, not inside its commits.
-        let folder = (!opts.read_only).then(|| WalFolder::watch(&conn, &path, STORE_SYNCHRONOUS));
+        let folder = (!opts.read_only).then(|| WalFolder::watch(&conn, &path));
         let mut store = Store {
             folder,
             conn,

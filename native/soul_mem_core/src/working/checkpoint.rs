@@ -206,7 +206,6 @@ impl WorkingMemory {
         let mut write = Vec::new();
         // Row patches: moved forgetting states and retrieval counts.
         let mut patches = Vec::new();
-        let mut patched = 0;
         for id in &victims {
             let Some(mut full) = full_note(graph, id, &pending) else {
                 continue;
@@ -227,14 +226,11 @@ impl WorkingMemory {
                 Drift::Same => {}
                 // Most victims were only recalled: a patch of two columns, not the whole row
                 // and its links again (a fraction of the pages, so of the log and its folds).
-                Drift::Retrieval => {
-                    patched += 1;
-                    patches.push(Change::SetRetrieval(
-                        *id,
-                        full.retrieval_count,
-                        full.last_accessed_time,
-                    ));
-                }
+                Drift::Retrieval => patches.push(Change::SetRetrieval(
+                    *id,
+                    full.retrieval_count,
+                    full.last_accessed_time,
+                )),
                 Drift::Rewrite => write.push(full),
             }
         }
@@ -246,6 +242,10 @@ impl WorkingMemory {
             store.put_embeddings(&self.model, &updates)?;
             self.index.upsert_rows(&updates)?;
         }
+        let patched = patches
+            .iter()
+            .filter(|c| matches!(c, Change::SetRetrieval(..)))
+            .count();
         report.persisted += write.len() + patched;
         for id in &victims {
             report.released.push(engine.graph().readable_of(id));
