@@ -45,50 +45,6 @@ impl QVec {
             .collect();
         QVec { f: v, q16, scale }
     }
-
-    /// Calls `f(i, p, score)` for every int8 row `i` of `rows` (row-major, `scales.len()`
-    /// rows of the queries' length) and query `p` of `queries`: `score` is the row's scaled
-    /// dot product with that query, exactly as [`NodeVectors::max_dot_q8`] computes it. Each
-    /// row is read from memory once and compared with every query while in cache (the scan
-    /// is bound by memory bandwidth: `p` queries cost about one scan, not `p`). The kernel is
-    /// chosen by the CPU's features: AVX-512 VNNI or AVX2 (`q16_kernels.rs`, the same integer
-    /// sums), else the f32 × int8 product.
-    /// Complexity: O(rows × queries × dim).
-    pub(crate) fn for_each_dot_q8_many(
-        queries: &[QVec],
-        rows: &[i8],
-        scales: &[f32],
-        mut f: impl FnMut(usize, usize, f32),
-    ) {
-        let Some(dim) = queries.first().map(|q| q.f.len()) else {
-            return;
-        };
-        if dim == 0 || queries.iter().any(|q| q.f.len() != dim) {
-            return;
-        }
-        #[cfg(target_arch = "x86_64")]
-        {
-            if dim <= MAX_I16_DIM && queries.iter().all(|q| q.q16.len() == dim) {
-                if q16_kernels::has_avx512_vnni() {
-                    // SAFETY: AVX-512 BW and VNNI checked just above; rows have the queries'
-                    // length ≤ MAX_I16_DIM.
-                    unsafe { q16_kernels::for_each_dot_i16_avx512(queries, rows, scales, f) };
-                    return;
-                }
-                if std::is_x86_feature_detected!("avx2") {
-                    // SAFETY: AVX2 checked just above; rows have the queries' length ≤
-                    // MAX_I16_DIM.
-                    unsafe { q16_kernels::for_each_dot_i16_avx2(queries, rows, scales, f) };
-                    return;
-                }
-            }
-        }
-        for (i, (r, s)) in rows.chunks_exact(dim).zip(scales).enumerate() {
-            for (p, q) in queries.iter().enumerate() {
-                f(i, p, dot_q8(q, r) * s);
-            }
-        }
-    }
 }
 
 /// Appends the int8 copy of `v` (scale `max|x|/127`, round to nearest) to `out` and returns

@@ -11,13 +11,13 @@
 
 use super::ann::AnnRows;
 use super::ann_file;
+use super::block_rows::{BlockRows, ScanQuery, BLOCK};
 use crate::embedding_cache::text_hash;
 use crate::engine::EmbedderChoice;
 use crate::error::{Error, Result};
 use crate::model::IdMap;
 use crate::model::MemoryId;
 use crate::retrieval::dot::unit_vector;
-use crate::retrieval::field_vectors::{quantise_q8, QVec};
 use crate::retrieval::top_k::push_top;
 use crate::retrieval::{EmbedKind, TextEmbedder};
 use rayon::prelude::*;
@@ -27,8 +27,8 @@ use serde::Serialize;
 /// thread: the task overhead would outweigh the split).
 const PARALLEL_ROWS: usize = 20_000;
 
-/// Rows per parallel scan task (3 MB of int8 rows at 384 dimensions).
-const SCAN_ROWS: usize = 8_192;
+/// Blocks of rows per parallel scan task (8,192 rows: 3 MB of int8 rows at 384 dimensions).
+const SCAN_BLOCKS: usize = 8_192 / BLOCK;
 
 /// The seeds' order: higher score first, ties by lower id (a total order on the finite
 /// scores kept, so the best k of any split of the rows are the same).
@@ -61,8 +61,8 @@ pub(super) struct LongTermIndex {
 
 #[derive(Debug)]
 enum Rows {
-    /// int8 rows (per-row scale), contiguous, scanned brute force: exact up to int8 rounding.
-    Scan { q8: Vec<i8>, scales: Vec<f32> },
+    /// int8 rows (per-row scale) in blocks of 16 (`block_rows.rs`), scanned brute force.
+    Scan(BlockRows),
     /// An HNSW graph keyed by slot ([`AnnRows`]): approximate, O(log n) per query.
     Graph(AnnRows),
 }
@@ -80,13 +80,7 @@ pub enum IndexKind {
 impl LongTermIndex {
     /// An empty brute-force index.
     pub(super) fn new(dim: usize) -> Self {
-        Self::with_rows(
-            dim,
-            Rows::Scan {
-                q8: Vec::new(),
-                scales: Vec::new(),
-            },
-        )
+        Self::with_rows(dim, Rows::Scan(BlockRows::new(dim)))
     }
 
     /// An empty HNSW index with room for `capacity` rows.
@@ -126,7 +120,7 @@ impl LongTermIndex {
 
     pub(super) fn kind(&self) -> IndexKind {
         match self.rows {
-            Rows::Scan { .. } => IndexKind::Scan,
+            Rows::Scan(_) => IndexKind::Scan,
             Rows::Graph(_) => IndexKind::Hnsw,
         }
     }
@@ -185,13 +179,11 @@ impl LongTermIndex {
                 }
             };
             match &mut self.rows {
-                Rows::Scan { q8, scales } => {
-                    if slot == scales.len() {
-                        scales.push(quantise_q8(&row, q8));
+                Rows::Scan(rows) => {
+                    if slot == rows.len() {
+                        rows.push(&row);
                     } else {
-                        let mut q = Vec::with_capacity(self.dim);
-                        scales[slot] = quantise_q8(&row, &mut q);
-                        q8[slot * self.dim..(slot + 1) * self.dim].copy_from_slice(&q);
+                        rows.set(slot, &row);
                     }
                 }
                 Rows::Graph(_) => normalised.push((slot, row)),
@@ -212,16 +204,8 @@ impl LongTermIndex {
         };
         self.unsaved += 1;
         let last = self.ids.len() - 1;
-        let d = self.dim;
         match &mut self.rows {
-            Rows::Scan { q8, scales } => {
-                if i != last {
-                    q8.copy_within(last * d..(last + 1) * d, i * d);
-                    scales[i] = scales[last];
-                }
-                scales.pop();
-                q8.truncate(last * d);
-            }
+            Rows::Scan(rows) => rows.swap_remove(i),
             Rows::Graph(ann) => {
                 // usearch refuses these only for a read-only (viewed) index or a key it does
                 // not hold, neither of which the slot bookkeeping allows. Were it to, a search
@@ -247,9 +231,10 @@ impl LongTermIndex {
     }
 
     /// The `k` best rows for each normalised query of `queries`, best first (ties by id).
-    /// Scan: by the int8 dot product, in one pass over the rows
-    /// ([`QVec::for_each_dot_q8_many`]: a recall's several query vectors cost about one scan;
-    /// from [`PARALLEL_ROWS`] rows in chunks on the rayon pool), O(n·dim·q + n·q·log k).
+    /// Scan: by the int8 dot product of the int8 copies, in one pass over the rows
+    /// ([`BlockRows::scan`]: all query vectors of a recall against each block of rows while
+    /// it is in cache; from [`PARALLEL_ROWS`] rows in chunks on the rayon pool),
+    /// O(n·dim·q + n·q·log k).
     /// Graph: one HNSW search per query, O(q · log n). Queries of another dimension get
     /// nothing.
     pub(super) fn top_k(
@@ -265,40 +250,49 @@ impl LongTermIndex {
         let keep = |s: f32| min.is_none_or(|m| s >= m) && s.is_finite();
         match &self.rows {
             _ if k == 0 || usable.is_empty() => {}
-            Rows::Scan { q8, scales } => {
-                let qs: Vec<QVec> = usable
-                    .iter()
-                    .map(|&p| QVec::new(queries[p].to_vec()))
-                    .collect();
-                let n = scales.len();
-                // The best k of rows lo..hi for each query (score first, ties by id).
+            Rows::Scan(rows) => {
+                let qs: Vec<ScanQuery> =
+                    usable.iter().map(|&p| ScanQuery::new(queries[p])).collect();
+                let n = rows.len();
+                // The best k of blocks lo..hi for each query (score first, ties by id). A
+                // score below a full list's last cannot enter it: checked before the id is
+                // looked up, so most rows cost one comparison.
                 let scan = |(lo, hi): (usize, usize)| -> Vec<Vec<(f32, MemoryId)>> {
                     let mut best = vec![Vec::with_capacity(k + 1); qs.len()];
-                    let (Some(rows), Some(row_scales)) =
-                        (q8.get(lo * self.dim..hi * self.dim), scales.get(lo..hi))
-                    else {
-                        return best;
-                    };
-                    QVec::for_each_dot_q8_many(&qs, rows, row_scales, |j, u, s| {
-                        let (Some(list), Some(&id)) = (best.get_mut(u), self.ids.get(lo + j))
-                        else {
-                            return;
-                        };
-                        if keep(s) {
-                            push_top(list, k, (s, id), best_first);
+                    rows.scan(&qs, lo..hi, |first, scores| {
+                        for (list, lanes) in best.iter_mut().zip(scores) {
+                            let floor = |list: &Vec<(f32, MemoryId)>| match list.last() {
+                                Some(l) if list.len() == k => l.0,
+                                _ => f32::NEG_INFINITY,
+                            };
+                            if lanes.iter().all(|&s| s < floor(list)) {
+                                continue;
+                            }
+                            for (lane, &s) in lanes.iter().enumerate() {
+                                if s < floor(list) {
+                                    continue;
+                                }
+                                let Some(&id) = self.ids.get(first + lane) else {
+                                    break;
+                                };
+                                if keep(s) {
+                                    push_top(list, k, (s, id), best_first);
+                                }
+                            }
                         }
                     });
                     best
                 };
                 // A large index is scanned in chunks on the rayon pool; the best k of the
                 // union of each chunk's best k are the best k of all (a total order).
+                let blocks = rows.blocks();
                 let parts: Vec<Vec<Vec<(f32, MemoryId)>>> = if n >= PARALLEL_ROWS {
-                    (0..n.div_ceil(SCAN_ROWS))
+                    (0..blocks.div_ceil(SCAN_BLOCKS))
                         .into_par_iter()
-                        .map(|c| scan((c * SCAN_ROWS, ((c + 1) * SCAN_ROWS).min(n))))
+                        .map(|c| scan((c * SCAN_BLOCKS, ((c + 1) * SCAN_BLOCKS).min(blocks))))
                         .collect()
                 } else {
-                    vec![scan((0, n))]
+                    vec![scan((0, blocks))]
                 };
                 for part in parts {
                     for (u, list) in part.into_iter().enumerate() {
@@ -336,7 +330,7 @@ impl LongTermIndex {
     /// rows and links). Complexity: O(1).
     pub(super) fn vector_bytes(&self) -> usize {
         match &self.rows {
-            Rows::Scan { q8, scales } => q8.len() + 4 * scales.len(),
+            Rows::Scan(rows) => rows.bytes(),
             Rows::Graph(ann) => ann.bytes(),
         }
     }

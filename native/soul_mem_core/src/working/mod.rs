@@ -64,6 +64,7 @@
 mod activate;
 mod ann;
 mod ann_file;
+mod block_rows;
 mod checkpoint;
 mod index;
 mod links;

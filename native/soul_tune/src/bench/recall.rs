@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-const USAGE: &str = "usage: soul_tune bench recall --data-dir DIR --texts FILE [--character demo] [--salt S] [--n N] [--gap-ms MS] [--now RFC3339] [--model PATH] [--working [--warmup N]]";
+const USAGE: &str = "usage: soul_tune bench recall --data-dir DIR --texts FILE [--character demo] [--salt S] [--n N] [--gap-ms MS] [--now RFC3339] [--model PATH] [--working [--warmup N] [--check N]]";
 
 /// What the command line asks for.
 pub(super) struct Args {
@@ -40,6 +40,9 @@ pub(super) struct Args {
     working: bool,
     // Messages recalled untimed first (`bench/ws_recall.js --warmup`); working memory only.
     pub(super) warmup: usize,
+    // Messages whose seeds are compared with the exact f32 top-k afterwards; working memory
+    // only.
+    pub(super) check: usize,
 }
 
 fn parse(args: &[String]) -> Result<Args, String> {
@@ -49,6 +52,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
     let mut now = Utc::now();
     let mut working = false;
     let mut warmup = 0usize;
+    let mut check = 0usize;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut value = || it.next().cloned().ok_or(format!("{a} needs a value"));
@@ -76,6 +80,11 @@ fn parse(args: &[String]) -> Result<Args, String> {
                     .parse()
                     .map_err(|_| "--warmup needs a number of messages")?
             }
+            "--check" => {
+                check = value()?
+                    .parse()
+                    .map_err(|_| "--check needs a number of messages")?
+            }
             "--gap-ms" => {
                 gap = Duration::from_millis(
                     value()?
@@ -97,6 +106,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
         model,
         working,
         warmup,
+        check,
     })
 }
 
@@ -122,6 +132,9 @@ pub fn run(args: &[String]) -> ExitCode {
     let run = |a: Args| {
         if a.warmup > 0 && !a.working {
             return Err("--warmup is for --working".to_owned());
+        }
+        if a.check > 0 && !a.working {
+            return Err("--check is for --working".to_owned());
         }
         if a.working {
             super::recall_working::bench(&a)

@@ -11,7 +11,8 @@
 //! caches in front of the store fill). The digest pins the recall lists as `recall.rs`'s does
 //! (at one time, `--now`). The store
 //! and the cache are written (released notes, recorded retrievals, query vectors): run it on
-//! a copy of the data dir.
+//! a copy of the data dir. `--check N` compares, after the timed messages, the seeds of the
+//! first N measured texts with the exact f32 top-k (the store's brute-force scan).
 
 use super::recall::{
     digest_result, message_queries, model_and_config, open_store, read_texts, Args,
@@ -32,6 +33,8 @@ struct Samples {
     loaded: usize,
     reruns: usize,
     digest: u64,
+    /// Seeds that are exact f32 top-k notes, of the exact top-k notes checked.
+    agree: (usize, usize),
 }
 
 /// Runs the benchmark (see the module doc).
@@ -60,7 +63,7 @@ pub(super) fn bench(a: &Args) -> Result<(), String> {
         index.embedded,
         t0.elapsed().as_secs_f64()
     );
-    let (n, warmup, gap, now) = (a.n, a.warmup, a.gap, a.now);
+    let (n, warmup, gap, now, check) = (a.n, a.warmup, a.gap, a.now, a.check);
     let salt = a.salt.clone();
     // The server calls from a dirty scheduler thread, not the main thread (recall.rs).
     let worker = std::thread::spawn(move || -> Result<Samples, String> {
@@ -97,12 +100,35 @@ pub(super) fn bench(a: &Args) -> Result<(), String> {
             s.stages.push(report.timings);
         }
         s.digest = digest.finish();
+        let k = WorkingConfig::default().seeds_per_query;
+        for i in warmup..warmup + check.min(n) {
+            let text = format!("{} {salt}", texts[i % texts.len()]);
+            let q = wm.embed_queries(&[&text]).map_err(|e| e.to_string())?;
+            let got = wm.seeds(&store, &q).map_err(|e| e.to_string())?;
+            let exact = store
+                .nearest(wm.model(), &q[0], k)
+                .map_err(|e| e.to_string())?;
+            s.agree.1 += exact.len();
+            s.agree.0 += exact
+                .iter()
+                .filter(|(id, _)| got.iter().any(|(g, _)| g == id))
+                .count();
+        }
         Ok(s)
     });
     let s = worker
         .join()
         .map_err(|_| "the benchmark thread panicked".to_owned())??;
     print(&s, n, now);
+    if check > 0 {
+        let (agree, total) = s.agree;
+        println!(
+            "seeds = exact f32 top-{} for {:.1} % ({agree}/{total}; the texts of {} messages)",
+            WorkingConfig::default().seeds_per_query,
+            100.0 * agree as f64 / total.max(1) as f64,
+            check.min(n)
+        );
+    }
     Ok(())
 }
 

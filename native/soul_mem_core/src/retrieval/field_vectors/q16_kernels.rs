@@ -61,24 +61,6 @@ pub(super) unsafe fn dot_i16_i8_avx2(q: &[i16], r: &[i8]) -> i64 {
     s
 }
 
-/// [`QVec::for_each_dot_q8_many`] with the AVX2 kernel ([`scaled_dots_avx2`] per row).
-///
-/// # Safety
-/// The CPU must support AVX2; every query's `q16` must have the rows' length ≤ [`MAX_I16_DIM`].
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-pub(super) unsafe fn for_each_dot_i16_avx2(
-    queries: &[QVec],
-    rows: &[i8],
-    scales: &[f32],
-    f: impl FnMut(usize, usize, f32),
-) {
-    // SAFETY: AVX2 is enabled for this function; the queries have the rows' length.
-    for_each_row(queries, rows, scales, f, |q, r, s, out| unsafe {
-        scaled_dots_avx2(q, r, s, out)
-    });
-}
-
 /// The scaled dot products of one int8 row (scale `row_scale`) with every query, into
 /// `out[p]` (`out` as long as `queries`), with AVX2 `madd_epi16` (the row widened again for
 /// every query).
@@ -97,32 +79,6 @@ pub(super) unsafe fn scaled_dots_avx2(
     for (o, q) in out.iter_mut().zip(queries) {
         // SAFETY: AVX2 is enabled for this function; equal lengths ≤ MAX_I16_DIM.
         *o = (unsafe { dot_i16_i8_avx2(&q.q16, r) }) as f32 * q.scale * row_scale;
-    }
-}
-
-/// The loop of every many-query kernel: for each int8 row of the queries' length,
-/// prefetching [`PREFETCH_ROWS`] rows ahead, `dots(queries, row, its scale, sums)` fills
-/// one scaled sum per query, and `f(row, query, sum)` gets each.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn for_each_row(
-    queries: &[QVec],
-    rows: &[i8],
-    scales: &[f32],
-    mut f: impl FnMut(usize, usize, f32),
-    mut dots: impl FnMut(&[&QVec], &[i8], f32, &mut [f32]),
-) {
-    let Some(dim) = queries.first().map(|q| q.q16.len()) else {
-        return;
-    };
-    let refs: Vec<&QVec> = queries.iter().collect();
-    let mut sums = vec![0f32; queries.len()];
-    for (i, (r, s)) in rows.chunks_exact(dim).zip(scales).enumerate() {
-        prefetch(rows.as_ptr().wrapping_add((i + PREFETCH_ROWS) * dim), dim);
-        dots(&refs, r, *s, &mut sums);
-        for (p, &x) in sums.iter().enumerate() {
-            f(i, p, x);
-        }
     }
 }
 
@@ -146,27 +102,6 @@ pub(super) fn prefetch(at: *const i8, len: usize) {
 #[cfg(target_arch = "x86_64")]
 pub(super) fn has_avx512_vnni() -> bool {
     std::is_x86_feature_detected!("avx512bw") && std::is_x86_feature_detected!("avx512vnni")
-}
-
-/// [`QVec::for_each_dot_q8_many`] with AVX-512 VNNI ([`scaled_dots_avx512`] per row). The
-/// sums equal the AVX2 kernel's exactly.
-///
-/// # Safety
-/// The CPU must support AVX-512 F, BW and VNNI; every query's `q16` must have the rows'
-/// length ≤ [`MAX_I16_DIM`].
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-pub(super) unsafe fn for_each_dot_i16_avx512(
-    queries: &[QVec],
-    rows: &[i8],
-    scales: &[f32],
-    f: impl FnMut(usize, usize, f32),
-) {
-    // SAFETY: AVX-512 F/BW/VNNI are enabled for this function; the queries have the rows'
-    // length.
-    for_each_row(queries, rows, scales, f, |q, r, s, out| unsafe {
-        scaled_dots_avx512(q, r, s, out)
-    });
 }
 
 /// The scaled dot products of one int8 row (scale `row_scale`) with every query, into
@@ -261,32 +196,35 @@ mod tests {
     use super::*;
     use crate::rng::SplitMix64;
 
-    /// Every (row, query, score) each scan this CPU can run reports, in order, by name: the
-    /// dispatching scan, and each x86 kernel called directly (so a machine that dispatches to
-    /// AVX-512 still checks the AVX2 kernel).
+    /// Every (row, query, score) each x86 kernel this CPU can run reports, in order, by name
+    /// (a machine that dispatches to AVX-512 still checks the AVX2 kernel).
+    #[allow(unused_mut, unused_variables)]
     fn scans(queries: &[QVec], rows: &[i8], scales: &[f32]) -> Vec<(&'static str, Scores)> {
         let mut out = Vec::new();
-        let mut run = |name, scan: &dyn Fn(Sink<'_>)| {
+        let refs: Vec<&QVec> = queries.iter().collect();
+        let dim = queries[0].q16.len();
+        let mut run = |name, dots: RowDots<'_>| {
             let mut got = Vec::new();
-            scan(&mut |i, p, s| got.push((i, p, s.to_bits())));
+            let mut sums = vec![0f32; queries.len()];
+            for (i, (r, s)) in rows.chunks_exact(dim).zip(scales).enumerate() {
+                dots(r, *s, &mut sums);
+                got.extend(sums.iter().enumerate().map(|(p, x)| (i, p, x.to_bits())));
+            }
             out.push((name, got));
         };
-        run("dispatch", &|f| {
-            QVec::for_each_dot_q8_many(queries, rows, scales, f)
-        });
         #[cfg(target_arch = "x86_64")]
         {
             if std::is_x86_feature_detected!("avx2") {
                 // SAFETY: AVX2 checked just above; the queries have the rows' length ≤
                 // MAX_I16_DIM.
-                run("avx2", &|f| unsafe {
-                    for_each_dot_i16_avx2(queries, rows, scales, f)
+                run("avx2", &|r, s, o| unsafe {
+                    scaled_dots_avx2(&refs, r, s, o)
                 });
             }
             if has_avx512_vnni() {
                 // SAFETY: AVX-512 BW and VNNI checked just above; lengths as for AVX2.
-                run("avx512", &|f| unsafe {
-                    for_each_dot_i16_avx512(queries, rows, scales, f)
+                run("avx512", &|r, s, o| unsafe {
+                    scaled_dots_avx512(&refs, r, s, o)
                 });
             }
         }
@@ -295,8 +233,8 @@ mod tests {
 
     type Scores = Vec<(usize, usize, u32)>;
 
-    /// Where a scan reports its (row, query, score).
-    type Sink<'a> = &'a mut dyn FnMut(usize, usize, f32);
+    /// A kernel's scaled sums of one row (and its scale) with every query.
+    type RowDots<'a> = &'a dyn Fn(&[i8], f32, &mut [f32]);
 
     /// The portable answer: integer sums of the 16-bit copies, scaled as the kernels scale.
     fn reference(queries: &[QVec], rows: &[i8], scales: &[f32]) -> Scores {
