@@ -346,6 +346,69 @@ fn a_released_note_writes_its_forgetting_state_only_when_it_moved() {
     assert_eq!(e.forget_state(&id("n2")), Some(&state(0.6, 20)));
 }
 
+/// Releases n1–n3 (n2 recalled first, n1 with a stored forgetting state) into the memory of
+/// released notes: what the tests below bring back.
+fn released_chain(name: &str) -> (Store, Engine, WorkingMemory) {
+    let mut s = chain_store(name, 30);
+    s.apply(&[Change::SetForgetState(id("n1"), state(0.2, 10))])
+        .unwrap();
+    let (mut e, mut wm) = open(&mut s, one_seed(1, 3));
+    wm.activate_texts(&mut e, &mut s, &[&content(2)]).unwrap();
+    e.record(&[id("n2")], t(900));
+    let mut released = wm
+        .activate_texts(&mut e, &mut s, &[&content(10)])
+        .unwrap()
+        .released;
+    released.sort();
+    assert_eq!(released, names(&["n1", "n2", "n3"]));
+    (s, e, wm)
+}
+
+#[test]
+fn released_notes_come_back_from_memory_as_a_fresh_read_brings_them() {
+    let (mut s, mut e, mut wm) = released_chain("released_back");
+    let back = wm.activate_texts(&mut e, &mut s, &[&content(2)]).unwrap();
+    assert_eq!(back.from_released, 3, "{back:?}");
+
+    // A second working memory over the same store reads them.
+    let (mut fresh, mut wm2) = open(&mut s, one_seed(1, 3));
+    let read = wm2
+        .activate_texts(&mut fresh, &mut s, &[&content(2)])
+        .unwrap();
+    assert_eq!(read.from_released, 0);
+    for n in ["n1", "n2", "n3"] {
+        assert_eq!(e.graph().get(&id(n)), fresh.graph().get(&id(n)), "{n}");
+        assert_eq!(e.forget_state(&id(n)), fresh.forget_state(&id(n)), "{n}");
+    }
+    assert_eq!(e.graph().get(&id("n2")).unwrap().retrieval_count, 1);
+    assert_eq!(e.forget_state(&id("n1")), Some(&state(0.2, 10)));
+}
+
+#[test]
+fn a_released_note_another_path_wrote_is_read_again() {
+    let (mut s, mut e, mut wm) = released_chain("released_foreign");
+    let mut changed = s.note(&id("n2")).unwrap().unwrap();
+    changed.tags = vec!["改过".into()];
+    s.put_note(&changed).unwrap();
+    let back = wm.activate_texts(&mut e, &mut s, &[&content(2)]).unwrap();
+    assert_eq!(back.from_released, 0, "another writer: nothing is trusted");
+    assert_eq!(e.graph().get(&id("n2")).unwrap().tags, changed.tags);
+}
+
+#[test]
+fn a_note_a_checkpoint_wrote_is_read_again_after_its_release() {
+    let mut s = chain_store("released_checkpoint", 30);
+    let (mut e, mut wm) = open(&mut s, one_seed(1, 3));
+    wm.activate_texts(&mut e, &mut s, &[&content(2)]).unwrap();
+    wm.checkpoint(&mut e, &mut s, &[]).unwrap();
+    wm.activate_texts(&mut e, &mut s, &[&content(10)]).unwrap();
+    let back = wm.activate_texts(&mut e, &mut s, &[&content(2)]).unwrap();
+    assert_eq!(back.from_released, 0, "its copy was written, not read");
+    wm.activate_texts(&mut e, &mut s, &[&content(10)]).unwrap();
+    let again = wm.activate_texts(&mut e, &mut s, &[&content(2)]).unwrap();
+    assert_eq!(again.from_released, 3, "read since: kept");
+}
+
 #[test]
 fn released_notes_keep_incoming_links_from_resident_notes() {
     let mut s = chain_store("incoming", 30);

@@ -130,6 +130,7 @@ impl WorkingMemory {
     ) -> Result<()> {
         check_character(engine, store)?;
         self.refresh_links(store)?;
+        self.released.check(store);
         self.tick += 1;
         let seeds = self.seeds(store, query_vectors)?;
         report.timings.seeds_us = clock.lap();
@@ -146,13 +147,14 @@ impl WorkingMemory {
             }
         }
         if !new_seeds.is_empty() {
-            let g = engine.graph();
+            let (g, released) = (engine.graph(), &self.released);
+            // Released notes held parsed are not read again (`merge` takes them).
             let act = store.activate_skipping(
                 &new_seeds,
                 self.cfg.k_hops,
                 self.budget(),
                 &self.links,
-                &|id| g.get(id).is_some(),
+                &|id| g.get(id).is_some() || released.contains(id),
             )?;
             report.truncated |= act.truncated;
             self.merge(engine, store, &act, report)?;
@@ -305,7 +307,8 @@ impl WorkingMemory {
     }
 
     /// Inserts the notes of an activation that are not resident (with all their stored
-    /// links, by link id, and their forgetting state) and touches every note the walk
+    /// links, by link id, and their forgetting state; those it skipped because they were
+    /// held since their release come from there) and touches every note the walk
     /// reached, resident or not, in its BFS order (core, seeds, hop 1, hop 2, …). The
     /// forgetting states are read in one statement.
     pub(super) fn merge(
@@ -317,10 +320,11 @@ impl WorkingMemory {
     ) -> Result<()> {
         let pending = pending_by_source(&act.graph, |_| true);
         let new: Vec<MemoryId> = act
-            .graph
-            .notes()
-            .map(|n| n.id)
+            .order
+            .iter()
+            .copied()
             .filter(|id| engine.graph().get(id).is_none())
+            .filter(|id| act.graph.get(id).is_some() || self.released.contains(id))
             .collect();
         let mut states = store.forget_states_of(&new)?;
         for id in &act.order {
@@ -330,11 +334,21 @@ impl WorkingMemory {
             }
             // Links by id: the same order whichever of the note's neighbours were read with
             // it (the walk's matrix rows, and so its sums, follow this order).
-            let Some(note) = full_note(&act.graph, id, &pending).map(canonical) else {
-                continue;
+            // Read with the activation, or held since its release (the same note, links
+            // sorted by id as `canonical` sorts them).
+            let note = match full_note(&act.graph, id, &pending) {
+                Some(n) => canonical(n),
+                None => match self.released.take(id) {
+                    Some(n) => {
+                        report.from_released += 1;
+                        n
+                    }
+                    None => continue,
+                },
             };
             let id = note.id;
             let readable = note.readable_id.clone();
+            self.released.loaded(id);
             self.clean.insert(id, note.clone());
             engine.graph_mut().insert(note)?;
             if let Some(s) = states.remove(&id) {
@@ -361,9 +375,10 @@ impl WorkingMemory {
             return Ok(());
         }
         self.refresh_links(store)?;
-        let g = engine.graph();
+        self.released.check(store);
+        let (g, released) = (engine.graph(), &self.released);
         let act = store.activate_skipping(ids, 1, self.budget(), &self.links, &|id| {
-            g.get(id).is_some()
+            g.get(id).is_some() || released.contains(id)
         })?;
         report.truncated |= act.truncated;
         self.merge(engine, store, &act, report)?;

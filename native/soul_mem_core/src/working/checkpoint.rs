@@ -206,6 +206,8 @@ impl WorkingMemory {
         let mut write = Vec::new();
         // Row patches: moved forgetting states and retrieval counts.
         let mut patches = Vec::new();
+        // The victims the store will hold as loaded (up to a retrieval patch): kept parsed.
+        let mut unchanged = Vec::new();
         for id in &victims {
             let Some(mut full) = full_note(graph, id, &pending) else {
                 continue;
@@ -218,19 +220,23 @@ impl WorkingMemory {
             {
                 patches.push(Change::SetForgetState(*id, s.clone()));
             }
-            match self
-                .clean
-                .get(id)
-                .map_or(Drift::Rewrite, |c| drift(c, &full))
-            {
-                Drift::Same => {}
+            let clean = self.clean.get(id);
+            match clean.map_or(Drift::Rewrite, |c| drift(c, &full)) {
+                Drift::Same => unchanged.extend(clean.cloned()),
                 // Most victims were only recalled: a patch of two columns, not the whole row
                 // and its links again (a fraction of the pages, so of the log and its folds).
-                Drift::Retrieval => patches.push(Change::SetRetrieval(
-                    *id,
-                    full.retrieval_count,
-                    full.last_accessed_time,
-                )),
+                Drift::Retrieval => {
+                    patches.push(Change::SetRetrieval(
+                        *id,
+                        full.retrieval_count,
+                        full.last_accessed_time,
+                    ));
+                    if let Some(mut n) = clean.cloned() {
+                        n.retrieval_count = full.retrieval_count;
+                        n.last_accessed_time = full.last_accessed_time;
+                        unchanged.push(n);
+                    }
+                }
                 Drift::Rewrite => write.push(full),
             }
         }
@@ -250,6 +256,7 @@ impl WorkingMemory {
         for id in &victims {
             report.released.push(engine.graph().readable_of(id));
         }
+        self.released.put(store, unchanged);
         self.remove_resident(engine, &victims, true);
         Ok(())
     }
@@ -272,6 +279,7 @@ impl WorkingMemory {
             self.last.remove(id);
             self.clean.remove(id);
             self.clean_states.remove(id);
+            self.released.unloaded(id);
         }
     }
 
@@ -281,6 +289,8 @@ impl WorkingMemory {
     /// by another path). Complexity: O(1).
     pub fn note_deleted(&mut self, id: &MemoryId) {
         self.index.remove(id);
+        self.released.unloaded(id);
+        self.released.take(id);
         self.last.remove(id);
         self.clean.remove(id);
         self.clean_states.remove(id);

@@ -307,6 +307,7 @@ impl WorkingMemory {
         let before = store.sync_tag();
         store.upsert_notes(notes, extra)?;
         self.links.wrote(store, before, notes, extra);
+        self.released.wrote(store, before, notes, extra);
         Ok(())
     }
 

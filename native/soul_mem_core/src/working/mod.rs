@@ -34,6 +34,9 @@
 //!    leaves the release for after its answer ([`WorkingMemory::settle`], which the service
 //!    runs in the character's process once the recall is out; a recall that finds it did not
 //!    run releases first), so the notes it loaded stay resident over the cap meanwhile.
+//!    Released notes the release did not rewrite stay parsed in memory (`released.rs`, up to
+//!    8× the cap, as the store holds them and only while it does): bringing one back reads
+//!    neither its row nor its links again.
 //!
 //! Write-back in activation mode must use [`WorkingMemory::checkpoint`] (a partial checkpoint
 //! that never deletes unloaded notes), never [`Store::checkpoint`], which would delete every
@@ -55,8 +58,10 @@
 //! vector, approximate (its candidates are still re-scored exactly), saved beside the store
 //! (`ann_file.rs`) so that opening a large character does not rebuild it.
 //!
-//! Files: `index.rs` (the long-term vector index), `ann.rs` and `ann_file.rs` (its HNSW form
-//! and the saved copy of it), `links.rs` (the stored adjacency),
+//! Files: `index.rs` (the long-term vector index), `block_rows.rs` (its int8 rows in blocks
+//! for the integer dot-product instructions), `ann.rs` and `ann_file.rs` (its HNSW form
+//! and the saved copy of it), `links.rs` (the stored adjacency), `released.rs` (released
+//! notes kept parsed),
 //! `stored.rs` (what working memory reads from the store directly), `open.rs` (building the
 //! index, the adjacency and the working graph), `activate.rs` (seeds, k-hop activation,
 //! boundary expansion, recall) and `checkpoint.rs` (partial write-back, cap and release).
@@ -69,6 +74,7 @@ mod checkpoint;
 mod index;
 mod links;
 mod open;
+mod released;
 mod stored;
 #[cfg(test)]
 mod tests;
@@ -82,6 +88,11 @@ pub use index::IndexKind;
 use index::LongTermIndex;
 use links::StoredLinks;
 use serde::{Deserialize, Serialize};
+
+/// Notes kept parsed after their release, per note of [`WorkingConfig::cap`]
+/// (`released.rs`): ~8 MB at the default cap, and what a conversation moving among a dozen
+/// topics brings back.
+const RELEASED_PER_CAP: usize = 8;
 
 /// Working-memory parameters. JSON: every field optional, unknown fields refused.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -230,6 +241,8 @@ pub struct ActivationReport {
     pub seeds: Vec<Seed>,
     /// Notes newly loaded into the working graph.
     pub loaded: Vec<String>,
+    /// How many of `loaded` were held parsed since their release (not read from the store).
+    pub from_released: usize,
     /// Boundary notes expanded one hop.
     pub expanded: Vec<String>,
     /// Notes released (least recently activated beyond the cap).
@@ -311,6 +324,8 @@ pub struct WorkingMemory {
     // Notes deleted through a checkpoint: links to them that still wait as pending in the
     // graph are never written back.
     deleted: IdSet,
+    // Notes released lately, parsed as the store holds them (`released.rs`).
+    released: released::Released,
 }
 
 impl std::fmt::Debug for WorkingMemory {

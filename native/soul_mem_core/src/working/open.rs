@@ -87,6 +87,7 @@ impl WorkingMemory {
         drop(texts);
 
         let wm_kind = index.kind();
+        let released = released::Released::new(RELEASED_PER_CAP * cfg.cap);
         let mut wm = WorkingMemory {
             cfg,
             embedder,
@@ -100,6 +101,7 @@ impl WorkingMemory {
             clean: Default::default(),
             clean_states: Default::default(),
             deleted: Default::default(),
+            released,
         };
         let resident: Vec<MemoryId> = engine.graph().notes().map(|n| n.id).collect();
         for id in &resident {

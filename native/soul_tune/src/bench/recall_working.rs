@@ -31,6 +31,7 @@ struct Samples {
     stages: Vec<RecallTimings>,
     settle: Vec<f64>,
     loaded: usize,
+    from_released: usize,
     reruns: usize,
     digest: u64,
     /// Seeds that are exact f32 top-k notes, of the exact top-k notes checked.
@@ -96,6 +97,7 @@ pub(super) fn bench(a: &Args) -> Result<(), String> {
             s.total.push(total);
             s.settle.push(settle);
             s.loaded += report.loaded.len();
+            s.from_released += report.from_released;
             s.reruns += usize::from(report.rerun);
             s.stages.push(report.timings);
         }
@@ -161,8 +163,9 @@ fn print(s: &Samples, n: usize, now: chrono::DateTime<chrono::Utc>) {
         println!("| {name} | {p50:.2} | {p95:.2} | {p99:.2} | {mean:.2} |");
     }
     println!(
-        "notes loaded per message {:.0}; reruns {:.0} %",
+        "notes loaded per message {:.0} ({:.0} % held parsed since their release); reruns {:.0} %",
         s.loaded as f64 / n as f64,
+        100.0 * s.from_released as f64 / s.loaded.max(1) as f64,
         100.0 * s.reruns as f64 / n as f64
     );
     println!(
