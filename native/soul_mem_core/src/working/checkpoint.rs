@@ -11,6 +11,10 @@ use crate::model::IdSet;
 use crate::model::{MemoryId, MemoryNote};
 use crate::store::{pending_by_source, Change, Store};
 
+/// A retrieval patch's retrieval count and last access time.
+type RetrievalPatch = (u32, DateTime<Utc>);
+use chrono::{DateTime, Utc};
+
 impl WorkingMemory {
     /// Partial checkpoint of the whole working graph: forgetting states of resident notes,
     /// then `extra` (so its changes win), then every resident note upserted with its complete
@@ -206,8 +210,9 @@ impl WorkingMemory {
         let mut write = Vec::new();
         // Row patches: moved forgetting states and retrieval counts.
         let mut patches = Vec::new();
-        // The victims the store will hold as loaded (up to a retrieval patch): kept parsed.
-        let mut unchanged = Vec::new();
+        // The victims the store will hold as loaded (with the retrieval patch, if any): their
+        // clean copies are kept parsed once the write is done.
+        let mut unchanged: Vec<(MemoryId, Option<RetrievalPatch>)> = Vec::new();
         for id in &victims {
             let Some(mut full) = full_note(graph, id, &pending) else {
                 continue;
@@ -220,22 +225,18 @@ impl WorkingMemory {
             {
                 patches.push(Change::SetForgetState(*id, s.clone()));
             }
-            let clean = self.clean.get(id);
-            match clean.map_or(Drift::Rewrite, |c| drift(c, &full)) {
-                Drift::Same => unchanged.extend(clean.cloned()),
+            match self
+                .clean
+                .get(id)
+                .map_or(Drift::Rewrite, |c| drift(c, &full))
+            {
+                Drift::Same => unchanged.push((*id, None)),
                 // Most victims were only recalled: a patch of two columns, not the whole row
                 // and its links again (a fraction of the pages, so of the log and its folds).
                 Drift::Retrieval => {
-                    patches.push(Change::SetRetrieval(
-                        *id,
-                        full.retrieval_count,
-                        full.last_accessed_time,
-                    ));
-                    if let Some(mut n) = clean.cloned() {
-                        n.retrieval_count = full.retrieval_count;
-                        n.last_accessed_time = full.last_accessed_time;
-                        unchanged.push(n);
-                    }
+                    let retrieval = (full.retrieval_count, full.last_accessed_time);
+                    patches.push(Change::SetRetrieval(*id, retrieval.0, retrieval.1));
+                    unchanged.push((*id, Some(retrieval)));
                 }
                 Drift::Rewrite => write.push(full),
             }
@@ -256,7 +257,15 @@ impl WorkingMemory {
         for id in &victims {
             report.released.push(engine.graph().readable_of(id));
         }
-        self.released.put(store, unchanged);
+        let unchanged = unchanged.into_iter().filter_map(|(id, retrieval)| {
+            let mut n = self.clean.remove(&id)?;
+            if let Some((count, at)) = retrieval {
+                n.retrieval_count = count;
+                n.last_accessed_time = at;
+            }
+            Some(n)
+        });
+        self.released.put(store, unchanged.collect());
         self.remove_resident(engine, &victims, true);
         Ok(())
     }
