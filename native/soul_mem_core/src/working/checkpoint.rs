@@ -10,10 +10,10 @@ use crate::error::Result;
 use crate::model::IdSet;
 use crate::model::{MemoryId, MemoryNote};
 use crate::store::{pending_by_source, Change, Store};
+use chrono::{DateTime, Utc};
 
 /// A retrieval patch's retrieval count and last access time.
 type RetrievalPatch = (u32, DateTime<Utc>);
-use chrono::{DateTime, Utc};
 
 impl WorkingMemory {
     /// Partial checkpoint of the whole working graph: forgetting states of resident notes,

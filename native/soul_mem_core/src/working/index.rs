@@ -4,10 +4,11 @@
 //! saved beside the store by `ann_file.rs`); and the batched embedding of missing rows.
 //!
 //! Int8 rows move a quarter of the bytes of f32 (38 MB instead of 150 MB at 100k × 384), and
-//! the scan is bound by memory bandwidth. The cosine error is about 1e-3, so two notes within
-//! that of each other at the k-th place may swap: the seeds therefore re-score a few times k
-//! candidates on the stored f32 vectors (`WorkingMemory::seeds`); `soul_tune bench working`
-//! measures the agreement with exact f32 seeds (see `bench/README.md`).
+//! the scan multiplies them by an int8 copy of each query, sixteen rows per instruction
+//! (`block_rows.rs`). The cosine error is a few 1e-3, so notes that close to each other at
+//! the k-th place may swap: the seeds therefore re-score a few times k candidates on the
+//! stored f32 vectors (`WorkingMemory::seeds`); `soul_tune bench working --check` and `bench
+//! recall --working --check` measure the agreement with exact f32 seeds (`bench/README.md`).
 
 use super::ann::AnnRows;
 use super::ann_file;
