@@ -129,8 +129,7 @@ impl WorkingMemory {
         clock: &mut Stopwatch,
     ) -> Result<()> {
         check_character(engine, store)?;
-        self.refresh_links(store)?;
-        self.released.check(store);
+        self.refresh_from_store(store)?;
         self.tick += 1;
         let seeds = self.seeds(store, query_vectors)?;
         report.timings.seeds_us = clock.lap();
@@ -187,7 +186,7 @@ impl WorkingMemory {
         ids: &[MemoryId],
     ) -> Result<ActivationReport> {
         check_character(engine, store)?;
-        self.refresh_links(store)?;
+        self.refresh_from_store(store)?;
         self.tick += 1;
         let hits: Vec<MemoryId> = ids
             .iter()
@@ -374,8 +373,7 @@ impl WorkingMemory {
         if ids.is_empty() {
             return Ok(());
         }
-        self.refresh_links(store)?;
-        self.released.check(store);
+        self.refresh_from_store(store)?;
         let (g, released) = (engine.graph(), &self.released);
         let act = store.activate_skipping(ids, 1, self.budget(), &self.links, &|id| {
             g.get(id).is_some() || released.contains(id)

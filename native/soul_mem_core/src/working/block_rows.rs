@@ -120,6 +120,11 @@ impl BlockRows {
         self.groups * GROUP_BYTES
     }
 
+    /// Where row `slot`'s first four bytes are: its block, then its lane.
+    fn row_base(&self, slot: usize) -> usize {
+        (slot / BLOCK) * self.block_bytes() + (slot % BLOCK) * GROUP
+    }
+
     /// Appends the int8 copy of the normalised `v` (`dim` elements) as row `len`.
     /// Complexity: O(dim), amortised.
     pub(super) fn push(&mut self, v: &[f32]) {
@@ -161,7 +166,7 @@ impl BlockRows {
 
     /// Row `slot`'s int8 elements (padded to whole groups) and scale.
     pub(super) fn row(&self, slot: usize) -> (Vec<i8>, f32) {
-        let base = (slot / BLOCK) * self.block_bytes() + (slot % BLOCK) * GROUP;
+        let base = self.row_base(slot);
         let row = (0..self.groups)
             .flat_map(|g| {
                 let at = base + g * GROUP_BYTES;
@@ -172,7 +177,7 @@ impl BlockRows {
     }
 
     fn write_row(&mut self, slot: usize, q: &[i8], scale: f32) {
-        let base = (slot / BLOCK) * self.block_bytes() + (slot % BLOCK) * GROUP;
+        let base = self.row_base(slot);
         for (g, four) in q.chunks_exact(GROUP).enumerate() {
             let at = base + g * GROUP_BYTES;
             for (b, &x) in self.bytes[at..at + GROUP].iter_mut().zip(four) {
@@ -549,6 +554,23 @@ mod tests {
         out
     }
 
+    /// Rows of `vs` scanned for the queries `qv` by the dispatching scan and by every kernel
+    /// this CPU runs give the plain integer sums to the bit.
+    fn assert_plain_sums(vs: &[Vec<f32>], qv: &[Vec<f32>], what: &str) {
+        let mut rows = BlockRows::new(qv[0].len());
+        vs.iter().for_each(|v| rows.push(v));
+        let queries: Vec<ScanQuery> = qv.iter().map(|q| ScanQuery::new(q)).collect();
+        let want = reference(&rows, &queries, vs, qv);
+        let mut got = scores_of(&rows, &queries, None);
+        got.sort_unstable();
+        assert_eq!(got, want, "dispatch, {what}");
+        for (name, k) in kernels() {
+            let mut got = scores_of(&rows, &queries, Some(k));
+            got.sort_unstable();
+            assert_eq!(got, want, "{name}, {what}");
+        }
+    }
+
     /// Every kernel this CPU runs, and the dispatching scan, give the plain integer sums to
     /// the bit: dimensions around the group and block sizes, one to eleven queries (past one
     /// AVX-512 pass of eight), row counts that leave the last block partly filled.
@@ -559,18 +581,7 @@ mod tests {
             for (n, nq) in [(1, 1), (15, 2), (16, 5), (17, 8), (50, 9), (33, 11)] {
                 let vs: Vec<Vec<f32>> = (0..n).map(|_| random(&mut rng, dim)).collect();
                 let qv: Vec<Vec<f32>> = (0..nq).map(|_| random(&mut rng, dim)).collect();
-                let mut rows = BlockRows::new(dim);
-                vs.iter().for_each(|v| rows.push(v));
-                let queries: Vec<ScanQuery> = qv.iter().map(|q| ScanQuery::new(q)).collect();
-                let want = reference(&rows, &queries, &vs, &qv);
-                let mut got = scores_of(&rows, &queries, None);
-                got.sort_unstable();
-                assert_eq!(got, want, "dispatch, dim {dim}, {n} rows, {nq} queries");
-                for (name, k) in kernels() {
-                    let mut got = scores_of(&rows, &queries, Some(k));
-                    got.sort_unstable();
-                    assert_eq!(got, want, "{name}, dim {dim}, {n} rows, {nq} queries");
-                }
+                assert_plain_sums(&vs, &qv, &format!("dim {dim}, {n} rows, {nq} queries"));
             }
         }
     }
@@ -578,24 +589,8 @@ mod tests {
     /// The largest magnitudes (every element ±1 in rows and queries) sum without overflow.
     #[test]
     fn extreme_rows_sum_exactly() {
-        let dim = 384;
-        let mut rows = BlockRows::new(dim);
-        let plus = vec![1.0f32; dim];
-        let minus = vec![-1.0f32; dim];
-        rows.push(&plus);
-        rows.push(&minus);
-        let queries = [ScanQuery::new(&plus), ScanQuery::new(&minus)];
-        let want = reference(
-            &rows,
-            &queries,
-            &[plus.clone(), minus.clone()],
-            &[plus, minus],
-        );
-        for (name, k) in kernels() {
-            let mut got = scores_of(&rows, &queries, Some(k));
-            got.sort_unstable();
-            assert_eq!(got, want, "{name}");
-        }
+        let extremes = vec![vec![1.0f32; 384], vec![-1.0f32; 384]];
+        assert_plain_sums(&extremes, &extremes, "±1 at 384 dimensions");
     }
 
     /// Rows set, swap-removed down to none and pushed again read back as written; a removed

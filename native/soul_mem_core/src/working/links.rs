@@ -311,10 +311,12 @@ impl WorkingMemory {
         Ok(())
     }
 
-    /// Reloads the stored adjacency when something other than working memory wrote note or
-    /// link rows since it was last brought up to date. Complexity: O(1) when current, else
+    /// Brings working memory's copies of stored rows up to date when something other than
+    /// working memory wrote note or link rows since: reloads the stored adjacency, and drops
+    /// the released notes held (`released.rs`). Complexity: O(1) when current, else
     /// O(notes + links).
-    pub(super) fn refresh_links(&mut self, store: &Store) -> Result<()> {
+    pub(super) fn refresh_from_store(&mut self, store: &Store) -> Result<()> {
+        self.released.check(store);
         if !self.links.is_current(store) {
             self.links = StoredLinks::load(store)?;
         }

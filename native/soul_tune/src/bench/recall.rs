@@ -218,12 +218,16 @@ fn bench(a: &Args) -> Result<(), String> {
     Ok(())
 }
 
+/// The `i`-th message's text: the `i`-th text (cycling) with `salt` appended, so that its
+/// query embedding is not cached.
+pub(super) fn message_text(texts: &[String], i: usize, salt: &str) -> String {
+    format!("{} {salt}", texts[i % texts.len()])
+}
+
 /// The sub-queries of the `i`-th message, as the server makes them from a chat message's
-/// text (the text and up to four keywords): the `i`-th text (cycling) with `salt` appended,
-/// so that its query embedding is not cached.
+/// text (the text and up to four keywords) of [`message_text`].
 pub(super) fn message_queries(texts: &[String], i: usize, salt: &str) -> Vec<SubQuery> {
-    let text = format!("{} {salt}", texts[i % texts.len()]);
-    soul_mem_core::text::text_queries(&text, 4)
+    soul_mem_core::text::text_queries(&message_text(texts, i, salt), 4)
 }
 
 /// Hashes a recall's lists (ids and score bits of its memories and actions) into `digest`.

@@ -15,7 +15,7 @@
 //! first N measured texts with the exact f32 top-k (the store's brute-force scan).
 
 use super::recall::{
-    digest_result, message_queries, model_and_config, open_store, read_texts, Args,
+    digest_result, message_queries, message_text, model_and_config, open_store, read_texts, Args,
 };
 use super::{ms, p50_p95_p99};
 use soul_mem_core::engine::Engine;
@@ -104,7 +104,7 @@ pub(super) fn bench(a: &Args) -> Result<(), String> {
         s.digest = digest.finish();
         let k = WorkingConfig::default().seeds_per_query;
         for i in warmup..warmup + check.min(n) {
-            let text = format!("{} {salt}", texts[i % texts.len()]);
+            let text = message_text(&texts, i, &salt);
             let q = wm.embed_queries(&[&text]).map_err(|e| e.to_string())?;
             let got = wm.seeds(&store, &q).map_err(|e| e.to_string())?;
             let exact = store
