@@ -9,8 +9,8 @@ use crate::graph::MemoryGraph;
 use crate::model::IdMap;
 use crate::model::{MemoryId, MemoryType};
 use crate::retrieval::{
-    DefaultPipeline, EdgeDecay, LexicalIndex, NodeVectors, PipelineConfig, PipelineResult,
-    RetrievalIndex, ShortContext, SubQuery, VectorPlan,
+    DefaultPipeline, EdgeDecay, LexicalIndex, NodeFacts, NodeVectors, PipelineConfig,
+    PipelineResult, RetrievalIndex, ShortContext, SubQuery, VectorPlan,
 };
 use crate::store::{Change, CheckpointStats, ForgetState, Store};
 use chrono::{DateTime, Utc};
@@ -180,15 +180,15 @@ impl Engine {
         // The previous snapshot is taken apart: its vectors are what the plan reuses (notes
         // kept are compacted in place), its word index is synced to the graph on another core
         // while the plan embeds and assembles (only changed notes are segmented again).
-        let (mut prev, mut lexical) = match self
+        let (mut prev, mut lexical, facts) = match self
             .index
             .take()
             .map(RetrievalIndex::into_parts)
-            .map(|(v, l)| (Some(v), l))
-            .or_else(|| self.spare.take())
+            .map(|(v, l, f)| (Some(v), l, f))
+            .or_else(|| self.spare.take().map(|(v, l)| (v, l, NodeFacts::default())))
         {
-            Some((vectors, lexical)) => (vectors.filter(|_| same), lexical),
-            None => (None, LexicalIndex::default()),
+            Some((vectors, lexical, facts)) => (vectors.filter(|_| same), lexical, facts),
+            None => (None, LexicalIndex::default(), NodeFacts::default()),
         };
         let graph = &self.graph;
         let mut refused = Vec::new();
@@ -210,6 +210,7 @@ impl Engine {
             vectors,
             lexical,
             refused,
+            facts,
         )?);
         self.embedder = Some(embedder);
         Ok(())

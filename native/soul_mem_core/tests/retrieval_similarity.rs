@@ -1,5 +1,5 @@
 //! Fused similarity: golden values with hand-set vectors, the seed's channel rules, floor,
-//! top-k, time preference, and the embedding store. Scores come from the int8 scan copy with
+//! top-k, time preference, and the embedding store. Scores come from the int8 rows with
 //! 16-bit query values, so golden values are checked to 1e-4.
 #![allow(clippy::unwrap_used)]
 
@@ -346,10 +346,21 @@ fn int8_scan_stays_close_to_exact_cosine() {
         &[],
     )]);
     let nv = NodeVectors::embed_graph(&g, &e).unwrap();
+    let note = g.notes().next().unwrap();
     for q in ["剑灵少女", "活泼的存在", "完全无关"] {
         let qv = e.embed_one(q);
         for k in [FieldKind::SemName, FieldKind::SemDescription] {
-            let exact = soul_mem_core::retrieval::dot::max_dot(&qv, nv.rows(k, 0), 384).unwrap();
+            // The exact cosine, from the field's text embedded again in f32.
+            let exact = node_texts(note)
+                .iter()
+                .filter(|(kind, _)| *kind == k)
+                .map(|(_, t)| {
+                    let mut v = e.embed_one(t);
+                    soul_mem_core::retrieval::dot::l2_normalise(&mut v);
+                    soul_mem_core::retrieval::dot::dot(&qv, &v)
+                })
+                .reduce(f32::max)
+                .unwrap();
             let approx = nv
                 .max_dot_q8(
                     &soul_mem_core::retrieval::field_vectors::QVec::new(qv.clone()),

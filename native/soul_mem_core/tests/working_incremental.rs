@@ -66,7 +66,7 @@ fn assert_same(a: &NodeVectors, b: &NodeVectors) {
     assert_eq!(a.ids(), b.ids());
     for i in 0..a.len() {
         for kind in FieldKind::ROW_KINDS {
-            assert_eq!(a.rows(kind, i), b.rows(kind, i), "node {i} {kind:?}");
+            assert_eq!(a.rows_q8(kind, i), b.rows_q8(kind, i), "node {i} {kind:?}");
         }
         let tags = |v: &NodeVectors| -> Vec<(String, Vec<f32>)> {
             v.node_tags(i)
@@ -196,7 +196,7 @@ fn batch_release_keeps_incoming_links_pending_until_the_note_returns() {
 /// Rounds of what working memory does to its graph — notes released anywhere (or none), new
 /// ones appended, released ones loaded again — each rebuilt from the previous round's vectors
 /// given up: the rows are compacted in place, and the result equals embedding the whole graph
-/// again (f32 and int8 rows, row ranges, the tag vocabulary in first-use order,
+/// again (int8 rows and scales, row ranges, the tag vocabulary in first-use order,
 /// fingerprints), field for field.
 #[test]
 fn vectors_given_up_are_compacted_in_place_and_equal_a_full_embedding() {

@@ -90,16 +90,17 @@ impl std::ops::Deref for QVec {
     }
 }
 
-/// Rows of one field kind for all nodes: a row-major `rows × dim` matrix. A node's rows are
-/// contiguous; their range is kept node-major in [`NodeVectors`] (one small array per node
-/// for all fields, so the scan reads one offset stream instead of one per field).
+/// Rows of one field kind for all nodes: a row-major `rows × dim` int8 matrix with a scale
+/// per row (`max|x|/127` of the L2-normalised vector). A node's rows are contiguous; their
+/// range is kept node-major in [`NodeVectors`] (one small array per node for all fields, so
+/// the scan reads one offset stream instead of one per field).
 ///
-/// Besides the f32 rows it keeps an int8 scan copy (per-row scale `max|x|/127`): similarity
-/// streams every row of a field per query, so it is memory-bandwidth bound, and the int8 copy
-/// moves 4× fewer bytes. For unit vectors of dimension ≥ 64 the cosine error is about 1e-3.
+/// Only the int8 copy is kept: similarity streams every row of a field per query, so it is
+/// memory-bandwidth bound, and every score is computed on these rows (for unit vectors of
+/// dimension ≥ 64 the cosine error is about 1e-3). An f32 copy beside them was never read,
+/// yet was copied whenever a working graph's index was rebuilt.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FieldMatrix {
-    data: Vec<f32>,
     q8: Vec<i8>,
     scales: Vec<f32>,
     // The nodes that have rows here, ascending, and the end row of each (its rows start at
@@ -110,12 +111,6 @@ pub struct FieldMatrix {
 }
 
 impl FieldMatrix {
-    /// Rows `a..b` as one contiguous slice (`(b − a) × dim`); empty when out of range.
-    #[inline]
-    pub fn row_range(&self, a: usize, b: usize, dim: usize) -> &[f32] {
-        self.data.get(a * dim..b * dim).unwrap_or(&[])
-    }
-
     /// Int8 rows `a..b` and their scales; empty when out of range.
     #[inline]
     pub fn row_range_q8(&self, a: usize, b: usize, dim: usize) -> (&[i8], &[f32]) {
@@ -126,22 +121,20 @@ impl FieldMatrix {
     }
 
     fn push_row(&mut self, v: &[f32]) {
-        self.data.extend_from_slice(v);
         let scale = quantise_q8(v, &mut self.q8);
         self.scales.push(scale);
     }
 
-    /// Appends rows `a..b` of `other` (f32, int8 and scales) as they are.
+    /// Appends rows `a..b` of `other` (int8 and scales) as they are.
     fn extend_from(&mut self, other: &FieldMatrix, a: usize, b: usize, dim: usize) {
-        self.data.extend_from_slice(other.row_range(a, b, dim));
         let (q8, scales) = other.row_range_q8(a, b, dim);
         self.q8.extend_from_slice(q8);
         self.scales.extend_from_slice(scales);
     }
 
     /// Number of rows over all nodes.
-    pub fn rows(&self, dim: usize) -> usize {
-        self.data.len().checked_div(dim).unwrap_or(0)
+    pub fn rows(&self) -> usize {
+        self.scales.len()
     }
 
     /// Streams the rows of the nodes in `lo..hi` once, in storage order, comparing each row
@@ -338,7 +331,7 @@ impl NodeVectors {
     }
 
     /// Appends node `j` of `prev` (same dimension) as the next node, its rows copied as they
-    /// are (f32 and int8 alike: bit-identical to embedding it again). Complexity: O(rows × dim).
+    /// are (int8 rows and scales: bit-identical to embedding it again). Complexity: O(rows × dim).
     fn push_node_from(&mut self, prev: &NodeVectors, j: usize) {
         for (ri, f) in self.fields.iter_mut().enumerate() {
             if let Some((a, b)) = prev.range(ri, j) {
@@ -411,7 +404,7 @@ impl NodeVectors {
             .zip(self.fields.iter_mut())
             .zip(self.starts.last().copied().unwrap_or_default())
         {
-            *slot = (f.data.len() / self.dim) as u32;
+            *slot = f.scales.len() as u32;
             if *slot > prev {
                 f.nodes.push(node);
                 f.ends.push(*slot);
@@ -486,20 +479,20 @@ impl NodeVectors {
         kind.row_index().and_then(|i| self.fields.get(i))
     }
 
-    /// Rows of `kind` for node `i` (empty slice when none).
+    /// Int8 rows of `kind` for node `i` and their scales (empty when none).
     #[inline]
-    pub fn rows(&self, kind: FieldKind, i: usize) -> &[f32] {
-        match kind.row_index() {
-            Some(ri) => match self.range(ri, i) {
-                Some((a, b)) => self.fields[ri].row_range(a, b, self.dim),
-                None => &[],
-            },
-            None => &[],
+    pub fn rows_q8(&self, kind: FieldKind, i: usize) -> (&[i8], &[f32]) {
+        match kind
+            .row_index()
+            .and_then(|ri| Some((ri, self.range(ri, i)?)))
+        {
+            Some((ri, (a, b))) => self.fields[ri].row_range_q8(a, b, self.dim),
+            None => (&[], &[]),
         }
     }
 
     /// Best dot product of `q` with the rows of `kind` for node `i`, computed on the int8
-    /// scan copy (i16 × i8 with AVX2, else f32 × i8); `None` when the node has no such rows.
+    /// rows (i16 × i8 with AVX2, else f32 × i8); `None` when the node has no such rows.
     /// Complexity: O(rows × dim).
     #[inline]
     pub fn max_dot_q8(&self, q: &QVec, kind: FieldKind, i: usize) -> Option<f32> {
@@ -603,12 +596,7 @@ impl NodeVectors {
 
     /// Bytes of vector data held (for reports).
     pub fn vector_bytes(&self) -> usize {
-        4 * (self.tag_matrix.len()
-            + self
-                .fields
-                .iter()
-                .map(|f| f.data.len() + f.scales.len())
-                .sum::<usize>())
+        4 * (self.tag_matrix.len() + self.fields.iter().map(|f| f.scales.len()).sum::<usize>())
             + self.fields.iter().map(|f| f.q8.len()).sum::<usize>()
     }
 }

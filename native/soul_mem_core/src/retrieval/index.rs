@@ -2,12 +2,13 @@
 //! (node metadata, identifier strings, link list, trigger→action edges, vectors) so queries
 //! never walk the `MemoryGraph` itself.
 
+mod node_facts;
 mod transition;
 
+pub use node_facts::NodeFacts;
 pub use transition::EdgeDecay;
 use transition::{DecayedCsr, WalkWeights};
 
-use super::field_texts::environment_text;
 use super::field_vectors::NodeVectors;
 use super::lexical::{LexicalIndex, Refusals};
 use super::ppr::{Csr, PprWorkspace};
@@ -17,9 +18,7 @@ use super::text_embedder::TextEmbedder;
 use crate::error::{Error, Result};
 use crate::graph::MemoryGraph;
 use crate::import::SELF_NODE_ID;
-use crate::model::{
-    AbstractSituation, IdMap, MemoryId, MemoryLinkType, MemoryType, NodeKind, Situation,
-};
+use crate::model::{IdMap, MemoryId, MemoryLinkType, NodeKind};
 use chrono::{DateTime, Utc};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
@@ -63,6 +62,9 @@ struct RawEdge {
 pub struct RetrievalIndex {
     version: u64,
     nodes: Vec<NodeMeta>,
+    // The content revision each node's facts (and vectors) were made from: what the next
+    // snapshot checks before carrying them over ([`NodeFacts`]).
+    revisions: Vec<u64>,
     kinds: Vec<NodeKind>,
     // Node positions grouped by kind (kind slot order, ascending within a kind), the start of
     // each kind's group, and each node's rank in this order: per-node scoring runs one kind
@@ -115,31 +117,6 @@ pub struct RetrievalIndex {
     lexical_refused: Vec<(String, String)>,
 }
 
-fn node_idents(mem: &MemoryType) -> Vec<Ident> {
-    let mut out = Vec::new();
-    match mem {
-        MemoryType::Semantic(s) => {
-            out.extend(Ident::new(&s.content));
-            out.extend(s.aliases.iter().filter_map(|a| Ident::new(a)));
-        }
-        MemoryType::Situation(Situation::AbstractSituation(a)) => match a {
-            AbstractSituation::Location(l) => out.extend(Ident::new(&l.name)),
-            AbstractSituation::Participant(p) => {
-                out.extend(Ident::new(&p.name));
-                out.extend(Ident::new(&p.role));
-            }
-            AbstractSituation::Environment(e) => {
-                out.extend(Ident::new(&environment_text(&e.atmosphere, &e.tone)))
-            }
-            AbstractSituation::Event(e) => out.extend(Ident::new(&e.action)),
-        },
-        // Specific situations and procedures have no identifiers: free text only.
-        _ => {}
-    }
-    out.dedup_by(|a, b| a.text == b.text);
-    out
-}
-
 impl RetrievalIndex {
     /// Snapshots `graph` with its `vectors` (built from the same graph version).
     ///
@@ -167,10 +144,18 @@ impl RetrievalIndex {
     }
 
     /// Gives the snapshot up for the parts a rebuild reuses: its vectors (to be updated in
-    /// place, [`crate::retrieval::VectorPlan::assemble_owned`]) and its lexical index (to be
-    /// synced, [`Self::build_with_lexical`]). Complexity: O(1) (the rest is dropped).
-    pub fn into_parts(self) -> (NodeVectors, LexicalIndex) {
-        (self.vectors, self.lexical)
+    /// place, [`crate::retrieval::VectorPlan::assemble_owned`]), its lexical index (to be
+    /// synced, [`Self::build_with_lexical`]) and its notes' facts (carried over by
+    /// [`Self::build_synced`]). Complexity: O(1) (the rest is dropped).
+    pub fn into_parts(self) -> (NodeVectors, LexicalIndex, NodeFacts) {
+        let facts = NodeFacts {
+            nodes: self.nodes,
+            idents: self.idents,
+            ident_offsets: self.ident_offsets,
+            revisions: self.revisions,
+            by_id: self.by_id,
+        };
+        (self.vectors, self.lexical, facts)
     }
 
     /// [`Self::build`] with `lexical` (an older snapshot's, from [`Self::into_parts`]) synced
@@ -185,18 +170,21 @@ impl RetrievalIndex {
     ) -> Result<Self> {
         check_alignment(graph, &vectors)?;
         let refused = lexical.sync(graph);
-        Self::build_synced(graph, vectors, lexical, refused)
+        Self::build_synced(graph, vectors, lexical, refused, NodeFacts::default())
     }
 
     /// [`Self::build_with_lexical`] with `lexical` already synced to `graph`
     /// ([`LexicalIndex::sync`], which answered `refused`): what a caller that syncs it on
-    /// another thread while the vectors are made builds from.
-    /// Complexity: O(nodes + links + identifier text).
+    /// another thread while the vectors are made builds from. The notes whose content
+    /// revision `facts` (an older snapshot's, [`Self::into_parts`]) holds take their metadata
+    /// and identifiers from there.
+    /// Complexity: O(nodes + links) plus the identifier text of the notes not in `facts`.
     pub fn build_synced(
         graph: &MemoryGraph,
         vectors: NodeVectors,
         lexical: LexicalIndex,
         refused: Refusals,
+        mut facts: NodeFacts,
     ) -> Result<Self> {
         check_alignment(graph, &vectors)?;
         let lexical_refused: Vec<(String, String)> = refused
@@ -205,6 +193,7 @@ impl RetrievalIndex {
             .collect();
         let n = graph.len();
         let mut nodes = Vec::with_capacity(n);
+        let mut revisions = Vec::with_capacity(n);
         let mut idents = Vec::new();
         let mut ident_offsets = Vec::with_capacity(n + 1);
         ident_offsets.push(0u32);
@@ -222,25 +211,13 @@ impl RetrievalIndex {
             if note.core {
                 core_nodes.push(i as u32);
             }
-            let (time, action) = match &note.mem_type {
-                MemoryType::Situation(Situation::SpecificSituation(s)) => {
-                    (s.time_span, String::new())
-                }
-                MemoryType::Procedure(p) => (None, p.action.content.clone()),
-                _ => (None, String::new()),
-            };
-            nodes.push(NodeMeta {
-                id: note.id,
-                readable_id: note.readable_id.clone(),
-                kind: note.kind(),
-                time,
-                action,
-            });
-            let ids = node_idents(&note.mem_type);
-            if !ids.is_empty() {
+            let rev = graph.content_revision(&note.id).unwrap_or(0);
+            revisions.push(rev);
+            let first = idents.len();
+            facts.push(note, rev, &mut nodes, &mut idents);
+            if idents.len() > first {
                 ident_nodes.push(i as u32);
             }
-            idents.extend(ids);
             ident_offsets.push(idents.len() as u32);
             for link in &note.links {
                 let Some(to) = graph.index_of(&link.to) else {
@@ -314,6 +291,7 @@ impl RetrievalIndex {
         Ok(RetrievalIndex {
             version: graph.version(),
             kinds: nodes.iter().map(|m| m.kind).collect(),
+            revisions,
             kind_order,
             kind_starts,
             kind_rank,

@@ -49,7 +49,7 @@ pub use field_texts::{node_texts, FieldKind};
 pub use field_vectors::{NodeVectors, VectorPlan};
 pub use fusion::{calibrate, Channel};
 pub use hash_embedder::HashEmbedder;
-pub use index::{EdgeDecay, NodeMeta, RetrievalIndex};
+pub use index::{EdgeDecay, NodeFacts, NodeMeta, RetrievalIndex};
 pub use lexical::{LexicalIndex, Refusals};
 pub use pipeline::{
     associate_with_action, associate_with_action_decayed, association, association_by_id,

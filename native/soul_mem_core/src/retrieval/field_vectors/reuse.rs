@@ -248,7 +248,6 @@ impl NodeVectors {
             for (k, &j) in keep.iter().enumerate() {
                 let (a, b) = span(j, ri);
                 if a != w {
-                    f.data.copy_within(a * dim..b * dim, w * dim);
                     f.q8.copy_within(a * dim..b * dim, w * dim);
                     f.scales.copy_within(a..b, w);
                 }
@@ -258,7 +257,6 @@ impl NodeVectors {
                     f.ends.push(w as u32);
                 }
             }
-            f.data.truncate(w * dim);
             f.q8.truncate(w * dim);
             f.scales.truncate(w);
         }
