@@ -271,3 +271,61 @@ fn vectors_given_up_are_compacted_in_place_and_equal_a_full_embedding() {
     let other = NodeVectors::embed_graph(&MemoryGraph::new(C), &e).unwrap();
     assert!(plan.assemble_owned(Some(other)).is_err());
 }
+
+/// Notes removed by one rebuild and given back to a later one get the rows they had: their
+/// texts do not reach the embedder, unless a text changed meanwhile (the whole note is
+/// embedded) or a tag left the vocabulary with them (that tag is); either way the vectors
+/// equal embedding the whole graph again.
+#[test]
+fn notes_back_after_a_rebuild_get_their_rows_back_without_the_embedder() {
+    let e = Counting {
+        inner: HashEmbedder::new(48).unwrap(),
+        seen: RefCell::new(Vec::new()),
+    };
+    let mut g = MemoryGraph::new(C);
+    for i in 0..8 {
+        // n7 alone carries 戊: the tag leaves the vocabulary with it.
+        let tags: &[&str] = if i == 7 { &["戊"] } else { &["甲"] };
+        g.insert(sem(&format!("n{i}"), &format!("内容{i}"), tags))
+            .unwrap();
+    }
+    let vectors = NodeVectors::embed_graph(&g, &e).unwrap();
+    let back: Vec<MemoryNote> = ["n1", "n3", "n5", "n7"]
+        .iter()
+        .filter_map(|n| g.get(&MemoryId::derive(C, n)).cloned())
+        .collect();
+    let ids: Vec<MemoryId> = back.iter().map(|n| n.id).collect();
+    g.remove_many(&ids, true);
+    let vectors = VectorPlan::new(&g, &e, Some(&vectors))
+        .unwrap()
+        .assemble_owned(Some(vectors))
+        .unwrap();
+
+    e.seen.borrow_mut().clear();
+    for mut n in back {
+        if n.readable_id == "n5" {
+            if let MemoryType::Semantic(s) = &mut n.mem_type {
+                s.content = "回来时改过".into();
+            }
+        }
+        g.insert(n).unwrap();
+    }
+    let vectors = VectorPlan::new(&g, &e, Some(&vectors))
+        .unwrap()
+        .assemble_owned(Some(vectors))
+        .unwrap();
+    let mut asked = e.seen.borrow().clone();
+    asked.sort();
+    let mut want: Vec<String> = ["回来时改过", "内容5的描述", "甲", "戊"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    want.sort();
+    assert_eq!(
+        asked, want,
+        "only the changed note's texts and the tag gone from the vocabulary are embedded"
+    );
+    let full = NodeVectors::embed_graph(&g, &e.inner).unwrap();
+    assert_same(&vectors, &full);
+    assert!(vectors == full);
+}

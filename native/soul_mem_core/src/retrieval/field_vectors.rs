@@ -5,11 +5,14 @@
 //! (`embedding_cache.rs`).
 
 mod q16_kernels;
+mod recent;
 mod reuse;
 
 #[cfg(target_arch = "x86_64")]
 use q16_kernels::dot_i16_i8_avx2;
 use q16_kernels::{prefetch, MAX_I16_DIM, PREFETCH_ROWS};
+pub use recent::RECENT_NODES;
+use recent::{RecentRows, Removed};
 pub use reuse::VectorPlan;
 
 use super::dot::{dot_q8, l2_normalise};
@@ -269,6 +272,8 @@ pub struct NodeVectors {
     /// Per node, the graph's content revision of the note the rows were made from (0 when
     /// unknown): an equal revision is reused without even collecting the texts.
     revisions: Vec<u64>,
+    /// The rows of notes removed lately, for a rebuild that finds them back unchanged.
+    recent: RecentRows,
 }
 
 const ROW_KINDS_LEN: usize = FieldKind::ROW_KINDS.len();
@@ -309,6 +314,7 @@ impl NodeVectors {
             tag_ids: Vec::new(),
             signatures: Vec::new(),
             revisions: Vec::new(),
+            recent: RecentRows::default(),
         })
     }
 
@@ -349,6 +355,24 @@ impl NodeVectors {
             })
             .collect();
         self.close_node(prev.ids[j], &tags, prev.signatures[j]);
+    }
+
+    /// Appends a removed note's rows as they were kept ([`RecentRows`]), with its tags'
+    /// vectors (normalised, in its tag order), as the next node. Complexity: O(rows × dim).
+    fn push_removed(&mut self, id: MemoryId, r: &Removed, tags: &[(&str, &[f32])]) {
+        let mut at = 0usize;
+        for (f, &count) in self.fields.iter_mut().zip(&r.counts) {
+            let end = at + count as usize;
+            if let (Some(q8), Some(scales)) = (
+                r.q8.get(at * self.dim..end * self.dim),
+                r.scales.get(at..end),
+            ) {
+                f.q8.extend_from_slice(q8);
+                f.scales.extend_from_slice(scales);
+            }
+            at = end;
+        }
+        self.close_node(id, tags, r.signature);
     }
 
     /// Normalises and appends the rows of `items`, then closes the node.

@@ -6,18 +6,29 @@
 //! fresh buffers (copying ~1,000 notes' rows into new allocations, twice per recall, was a
 //! fifth of a working-memory recall at 100k notes).
 
-use super::{signature_of, NodeVectors, ROW_KINDS_LEN};
+use super::{signature_of, NodeVectors, Removed, ROW_KINDS_LEN};
 use crate::error::{Error, Result};
 use crate::graph::MemoryGraph;
 use crate::model::{IdMap, MemoryId};
+use crate::retrieval::dot::l2_normalise;
 use crate::retrieval::field_texts::{node_texts, FieldKind};
 use crate::retrieval::text_embedder::{embed_distinct, EmbedKind, TextEmbedder};
 
-/// One note of the new graph: the old node whose rows it keeps, or its `(field, text, index
-/// of the text's vector)` items.
+/// One note of the new graph: the old node whose rows it keeps, the rows it had when it was
+/// removed lately (with the index of each tag's vector), or its `(field, text, index of the
+/// text's vector)` items.
 enum Step {
     Keep(usize),
+    Recent(Removed, Vec<usize>),
     Embed(Vec<(FieldKind, String, usize)>),
+}
+
+/// Where a note's rows come from, before the embedder ran: [`Step`] with, for a remembered
+/// note, each tag's id in the old vocabulary (`None`: no longer there, embedded).
+enum Source<'p> {
+    Keep(usize),
+    Recent(&'p Removed, Vec<Option<u32>>),
+    Embed(Vec<(FieldKind, String)>),
 }
 
 /// The vectors of a changed graph, embedded but not yet assembled: the fallible part (the
@@ -36,10 +47,13 @@ impl VectorPlan {
     /// Plans the vectors of `graph` against `prev` (vectors of the same embedder; ignored when
     /// of another dimension) and embeds what it cannot reuse: a note whose content revision is
     /// the one its old rows were made from keeps them without its texts being read; otherwise
-    /// an equal text fingerprint still keeps them. Identical texts are embedded once.
+    /// an equal text fingerprint still keeps them. A note new to the graph whose rows `prev`
+    /// remembers from its removal ([`super::RECENT_NODES`] at most), made from the same texts,
+    /// gets them back, and its tags' vectors from `prev`'s vocabulary (a tag no longer in it
+    /// is embedded). Identical texts are embedded once.
     ///
-    /// Complexity: O(text of the new and changed notes) plus one embedder call over their
-    /// distinct texts; O(nodes) hash lookups.
+    /// Complexity: O(text of the new and changed notes) plus one embedder call over the
+    /// distinct texts not remembered; O(nodes) hash lookups.
     pub fn new(
         graph: &MemoryGraph,
         embedder: &dyn TextEmbedder,
@@ -50,8 +64,7 @@ impl VectorPlan {
         let prev_pos: IdMap<usize> = prev
             .map(|p| p.ids.iter().enumerate().map(|(j, id)| (*id, j)).collect())
             .unwrap_or_default();
-        let mut texts: Vec<Result<usize, Vec<(FieldKind, String)>>> =
-            Vec::with_capacity(graph.len());
+        let mut texts: Vec<Source> = Vec::with_capacity(graph.len());
         let mut revisions = Vec::with_capacity(graph.len());
         for note in graph.notes() {
             let j = prev_pos.get(&note.id).copied();
@@ -59,27 +72,63 @@ impl VectorPlan {
             revisions.push(rev);
             if let (Some(j), Some(p)) = (j, prev) {
                 if rev != 0 && p.revisions[j] == rev {
-                    texts.push(Ok(j));
+                    texts.push(Source::Keep(j));
                     continue;
                 }
             }
             let items = node_texts(note);
             let sig = signature_of(items.iter().map(|(k, t)| (*k, t.as_str())));
-            match (j, prev) {
-                (Some(j), Some(p)) if p.signatures[j] == sig => texts.push(Ok(j)),
-                _ => texts.push(Err(items)),
-            }
+            texts.push(match (j, prev) {
+                (Some(j), Some(p)) if p.signatures[j] == sig => Source::Keep(j),
+                (None, Some(p)) => match remembered(p, &note.id, sig) {
+                    Some((r, tags)) => Source::Recent(r, tags),
+                    None => Source::Embed(items),
+                },
+                _ => Source::Embed(items),
+            });
         }
         let wanted = texts
             .iter()
-            .filter_map(|p| p.as_ref().err())
-            .flat_map(|items| items.iter().map(|(_, t)| t.as_str()));
-        let (distinct, vectors) = embed_distinct(embedder, wanted, EmbedKind::Passage)?;
+            .flat_map(|s| -> Box<dyn Iterator<Item = &str>> {
+                match s {
+                    Source::Embed(items) => Box::new(items.iter().map(|(_, t)| t.as_str())),
+                    Source::Recent(r, tags) => Box::new(
+                        r.tags
+                            .iter()
+                            .zip(tags)
+                            .filter(|(_, t)| t.is_none())
+                            .map(|(text, _)| text.as_str()),
+                    ),
+                    Source::Keep(_) => Box::new(std::iter::empty()),
+                }
+            });
+        let (distinct, mut vectors) = embed_distinct(embedder, wanted, EmbedKind::Passage)?;
         let mut steps = Vec::with_capacity(texts.len());
         for t in &texts {
             steps.push(match t {
-                Ok(j) => Step::Keep(*j),
-                Err(items) => Step::Embed(
+                Source::Keep(j) => Step::Keep(*j),
+                Source::Recent(r, tags) => {
+                    // Each tag's vector, normalised, is copied now: from the old vocabulary
+                    // (which may lose it when the old vectors are compacted) or as embedded.
+                    let mut at = Vec::with_capacity(tags.len());
+                    for (text, t) in r.tags.iter().zip(tags) {
+                        let v = match (t, prev) {
+                            (Some(t), Some(p)) => p.tag_vector(*t as usize).to_vec(),
+                            _ => {
+                                let i = distinct.get(text.as_str()).copied().ok_or_else(|| {
+                                    Error::invalid_argument("embedder", "a text was not embedded")
+                                })?;
+                                let mut v = vectors[i].clone();
+                                l2_normalise(&mut v);
+                                v
+                            }
+                        };
+                        vectors.push(v);
+                        at.push(vectors.len() - 1);
+                    }
+                    Step::Recent((*r).clone(), at)
+                }
+                Source::Embed(items) => Step::Embed(
                     items
                         .iter()
                         .map(|(k, text)| {
@@ -143,10 +192,13 @@ impl VectorPlan {
     }
 
     /// [`Self::assemble`] giving up `prev`: compacted in place when [`Self::in_place`] (no
-    /// new buffers; the rows kept move down over the dropped ones), copied otherwise.
+    /// new buffers; the rows kept move down over the dropped ones), copied otherwise. The
+    /// rows of the notes `prev` had and the plan drops are remembered for their return
+    /// ([`super::RecentRows`]).
     /// Complexity: O(rows × dim) moved at most.
     pub fn assemble_owned(self, prev: Option<NodeVectors>) -> Result<NodeVectors> {
         self.check_prev(prev.as_ref())?;
+        let prev = prev.map(|p| self.remember_dropped(p));
         match prev {
             Some(mut p) if self.in_place() => {
                 let prefix = self.prefix_len();
@@ -154,7 +206,7 @@ impl VectorPlan {
                     .iter()
                     .filter_map(|s| match s {
                         Step::Keep(j) => Some(*j),
-                        Step::Embed(_) => None,
+                        _ => None,
                     })
                     .collect();
                 // The compaction may overwrite the rows of notes kept after the prefix.
@@ -168,8 +220,36 @@ impl VectorPlan {
                 self.append(prefix, &mut p, Some(Kept::InOrder(&late, 0)))?;
                 Ok(p)
             }
-            p => self.assemble(p.as_ref()),
+            Some(mut p) => {
+                let recent = std::mem::take(&mut p.recent);
+                let mut out = self.assemble(Some(&p))?;
+                out.recent = recent;
+                Ok(out)
+            }
+            None => self.assemble(None),
         }
+    }
+
+    /// `prev` remembering the rows of its notes the plan does not keep. Complexity: O(nodes)
+    /// plus O(rows × dim) of the dropped notes.
+    fn remember_dropped(&self, mut prev: NodeVectors) -> NodeVectors {
+        if prev.dim != self.dim {
+            return prev;
+        }
+        let mut kept = vec![false; prev.len()];
+        for s in &self.steps {
+            if let Step::Keep(j) = s {
+                if let Some(k) = kept.get_mut(*j) {
+                    *k = true;
+                }
+            }
+        }
+        let mut recent = std::mem::take(&mut prev.recent);
+        for (j, _) in kept.iter().enumerate().filter(|(_, k)| !**k) {
+            recent.put(&prev, j);
+        }
+        prev.recent = recent;
+        prev
     }
 
     fn check_prev(&self, prev: Option<&NodeVectors>) -> Result<()> {
@@ -211,6 +291,15 @@ impl VectorPlan {
                         .collect();
                     out.push_node(*id, &rows)?;
                 }
+                Step::Recent(r, at) => {
+                    let tags: Vec<(&str, &[f32])> = r
+                        .tags
+                        .iter()
+                        .zip(at)
+                        .map(|(t, &v)| (t.as_str(), self.vectors[v].as_slice()))
+                        .collect();
+                    out.push_removed(*id, r, &tags);
+                }
             }
             if let Some(r) = out.revisions.last_mut() {
                 *r = *rev;
@@ -218,6 +307,22 @@ impl VectorPlan {
         }
         Ok(())
     }
+}
+
+/// The rows `prev` remembers for note `id` removed lately, made from the texts of fingerprint
+/// `signature`, with its tags' ids in `prev`'s vocabulary (`None`: no longer there).
+fn remembered<'p>(
+    prev: &'p NodeVectors,
+    id: &MemoryId,
+    signature: u64,
+) -> Option<(&'p Removed, Vec<Option<u32>>)> {
+    let r = prev.recent.get(id, signature)?;
+    let tags = r
+        .tags
+        .iter()
+        .map(|t| prev.tag_lookup.get(t).copied())
+        .collect();
+    Some((r, tags))
 }
 
 /// Where [`VectorPlan::append`] copies kept notes from: the old vectors at each note's old
