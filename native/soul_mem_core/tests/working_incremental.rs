@@ -62,6 +62,17 @@ impl TextEmbedder for Counting {
     }
 }
 
+impl Counting {
+    /// Asserts that the texts asked for since the last clear are `want`, in any order.
+    fn assert_asked(&self, want: &[&str], why: &str) {
+        let mut asked = self.seen.borrow().clone();
+        asked.sort();
+        let mut want: Vec<String> = want.iter().map(|s| s.to_string()).collect();
+        want.sort();
+        assert_eq!(asked, want, "{why}");
+    }
+}
+
 fn assert_same(a: &NodeVectors, b: &NodeVectors) {
     assert_eq!(a.ids(), b.ids());
     for i in 0..a.len() {
@@ -105,24 +116,17 @@ fn reused_vectors_equal_a_full_embedding_and_only_changes_are_embedded() {
     g.insert(sem("n9", "新的内容", &["丁", "甲"])).unwrap();
     e.seen.borrow_mut().clear();
     let reused = NodeVectors::embed_graph_reusing(&g, &e, Some(&prev)).unwrap();
-    let mut asked = e.seen.borrow().clone();
-    asked.sort();
-    let mut want: Vec<String> = [
-        "改过的内容",
-        "改过的内容的描述",
-        "丙",
-        "新的内容",
-        "新的内容的描述",
-        "丁",
-        "甲",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    want.sort();
-    assert_eq!(
-        asked, want,
-        "only the texts of the changed and new notes are embedded"
+    e.assert_asked(
+        &[
+            "改过的内容",
+            "改过的内容的描述",
+            "丙",
+            "新的内容",
+            "新的内容的描述",
+            "丁",
+            "甲",
+        ],
+        "only the texts of the changed and new notes are embedded",
     );
 
     let full = NodeVectors::embed_graph(&g, &e.inner).unwrap();
@@ -314,16 +318,9 @@ fn notes_back_after_a_rebuild_get_their_rows_back_without_the_embedder() {
         .unwrap()
         .assemble_owned(Some(vectors))
         .unwrap();
-    let mut asked = e.seen.borrow().clone();
-    asked.sort();
-    let mut want: Vec<String> = ["回来时改过", "内容5的描述", "甲", "戊"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    want.sort();
-    assert_eq!(
-        asked, want,
-        "only the changed note's texts and the tag gone from the vocabulary are embedded"
+    e.assert_asked(
+        &["回来时改过", "内容5的描述", "甲", "戊"],
+        "only the changed note's texts and the tag gone from the vocabulary are embedded",
     );
     let full = NodeVectors::embed_graph(&g, &e.inner).unwrap();
     assert_same(&vectors, &full);

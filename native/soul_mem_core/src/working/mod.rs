@@ -46,10 +46,12 @@
 //! and reads notes, links and forgetting states in a few batched statements (not one per
 //! note); the engine's index over the working graph keeps the vectors and word-index entries
 //! of notes whose content revision did not change ([`crate::retrieval::VectorPlan`],
-//! [`crate::graph::MemoryGraph::content_revision`]), so only notes new to working memory are
-//! embedded and segmented, and the kept rows are compacted in place in the old snapshot's
-//! buffers rather than copied into new ones; a release removes its whole batch in one pass
-//! over the working graph.
+//! [`crate::graph::MemoryGraph::content_revision`]) — their metadata and identifiers too
+//! ([`crate::retrieval::NodeFacts`]) — and the rows of the notes it dropped lately
+//! ([`crate::retrieval::field_vectors::RECENT_NODES`]), so only notes new to working memory
+//! (or changed) are embedded, and only those the word index does not remember are segmented;
+//! the kept rows are compacted in place in the old snapshot's buffers rather than copied into
+//! new ones; a release removes its whole batch in one pass over the working graph.
 //!
 //! Limits: the brute-force scan costs O(n·d) per query vector — about 3 ms at 100k × 384
 //! here — and the matrix takes n·(d + 4) bytes (39 MB at 100k × 384); the adjacency about

@@ -194,7 +194,7 @@ impl VectorPlan {
     /// [`Self::assemble`] giving up `prev`: compacted in place when [`Self::in_place`] (no
     /// new buffers; the rows kept move down over the dropped ones), copied otherwise. The
     /// rows of the notes `prev` had and the plan drops are remembered for their return
-    /// ([`super::RecentRows`]).
+    /// (`recent.rs`, [`super::RECENT_NODES`] at most).
     /// Complexity: O(rows × dim) moved at most.
     pub fn assemble_owned(self, prev: Option<NodeVectors>) -> Result<NodeVectors> {
         self.check_prev(prev.as_ref())?;
