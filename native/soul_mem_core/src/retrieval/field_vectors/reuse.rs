@@ -87,21 +87,22 @@ impl VectorPlan {
                 _ => Source::Embed(items),
             });
         }
-        let wanted = texts
-            .iter()
-            .flat_map(|s| -> Box<dyn Iterator<Item = &str>> {
-                match s {
-                    Source::Embed(items) => Box::new(items.iter().map(|(_, t)| t.as_str())),
-                    Source::Recent(r, tags) => Box::new(
-                        r.tags
-                            .iter()
-                            .zip(tags)
-                            .filter(|(_, t)| t.is_none())
-                            .map(|(text, _)| text.as_str()),
-                    ),
-                    Source::Keep(_) => Box::new(std::iter::empty()),
-                }
-            });
+        // Every text of a note embedded anew; of a remembered note, its tags gone from the
+        // vocabulary.
+        let mut wanted: Vec<&str> = Vec::new();
+        for s in &texts {
+            match s {
+                Source::Embed(items) => wanted.extend(items.iter().map(|(_, t)| t.as_str())),
+                Source::Recent(r, tags) => wanted.extend(
+                    r.tags
+                        .iter()
+                        .zip(tags)
+                        .filter(|(_, t)| t.is_none())
+                        .map(|(text, _)| text.as_str()),
+                ),
+                Source::Keep(_) => {}
+            }
+        }
         let (distinct, mut vectors) = embed_distinct(embedder, wanted, EmbedKind::Passage)?;
         let mut steps = Vec::with_capacity(texts.len());
         for t in &texts {
