@@ -326,3 +326,44 @@ fn notes_back_after_a_rebuild_get_their_rows_back_without_the_embedder() {
     assert_same(&vectors, &full);
     assert!(vectors == full);
 }
+
+/// Rows remembered by vectors of one dimension never come back into vectors of another: a
+/// note removed under a 48-dimension embedder and given back after a switch to 32 dimensions
+/// is embedded again, and the vectors equal a full embedding.
+#[test]
+fn remembered_rows_do_not_cross_a_change_of_dimension() {
+    let wide = HashEmbedder::new(48).unwrap();
+    let narrow = Counting {
+        inner: HashEmbedder::new(32).unwrap(),
+        seen: RefCell::new(Vec::new()),
+    };
+    let mut g = MemoryGraph::new(C);
+    for i in 0..4 {
+        g.insert(sem(&format!("n{i}"), &format!("内容{i}"), &["甲"]))
+            .unwrap();
+    }
+    let vectors = NodeVectors::embed_graph(&g, &wide).unwrap();
+    let n1 = g.get(&MemoryId::derive(C, "n1")).cloned().unwrap();
+    g.remove_many(&[n1.id], true);
+    let vectors = VectorPlan::new(&g, &wide, Some(&vectors))
+        .unwrap()
+        .assemble_owned(Some(vectors))
+        .unwrap();
+    let vectors = VectorPlan::new(&g, &narrow, Some(&vectors))
+        .unwrap()
+        .assemble_owned(Some(vectors))
+        .unwrap();
+    assert_eq!(vectors.dim(), 32);
+
+    g.insert(n1).unwrap();
+    narrow.seen.borrow_mut().clear();
+    let vectors = VectorPlan::new(&g, &narrow, Some(&vectors))
+        .unwrap()
+        .assemble_owned(Some(vectors))
+        .unwrap();
+    narrow.assert_asked(
+        &["内容1", "内容1的描述", "甲"],
+        "the note given back is embedded at the new dimension",
+    );
+    assert!(vectors == NodeVectors::embed_graph(&g, &narrow.inner).unwrap());
+}

@@ -231,10 +231,12 @@ impl VectorPlan {
         }
     }
 
-    /// `prev` remembering the rows of its notes the plan does not keep. Complexity: O(nodes)
-    /// plus O(rows × dim) of the dropped notes.
+    /// `prev` remembering the rows of its notes the plan does not keep. Vectors of another
+    /// dimension forget what they remembered: their rows never come back into these.
+    /// Complexity: O(nodes) plus O(rows × dim) of the dropped notes.
     fn remember_dropped(&self, mut prev: NodeVectors) -> NodeVectors {
         if prev.dim != self.dim {
+            prev.recent = Default::default();
             return prev;
         }
         let mut kept = vec![false; prev.len()];
