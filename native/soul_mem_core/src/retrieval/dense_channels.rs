@@ -12,7 +12,7 @@ use super::fusion::ChannelStats;
 use super::index::RetrievalIndex;
 use super::query::EmbeddedQuery;
 use super::similarity::{
-    blend, prepare_plan, refill, scan_queries, Prepared, SCAN_CHUNK, STRING_POOL,
+    blend, prepare_plan, refill, scan_queries, Prepared, TagBests, SCAN_CHUNK, STRING_POOL,
 };
 use crate::model::NodeKind;
 use rayon::prelude::*;
@@ -420,14 +420,16 @@ pub fn similarity_channels_many(
         return outs;
     }
     idx.with_sim_scratch(|s| {
-        // The first query's buffers come from the index's scratch, the others' are fresh.
+        // The first query's buffers come from the index's scratch, the others' are fresh; a
+        // tag several queries carry is compared with the vocabulary once.
+        let mut memo = TagBests::default();
         let preps: Vec<Prepared<'_>> = queries
             .iter()
             .enumerate()
             .map(|(k, q)| {
                 let p = match k {
-                    0 => prepare_plan(idx, q, cfg, s),
-                    _ => prepare_plan(idx, q, cfg, &mut Default::default()),
+                    0 => prepare_plan(idx, q, cfg, s, &mut memo),
+                    _ => prepare_plan(idx, q, cfg, &mut Default::default(), &mut memo),
                 };
                 if habits {
                     p.with_habits()

@@ -532,7 +532,6 @@ pub fn similarity(
 pub(crate) struct SimScratch {
     maxes: Vec<f32>,
     tags: Vec<f32>,
-    tag_best: Vec<f32>,
     emb: Vec<f32>,
 }
 
@@ -542,37 +541,61 @@ pub(super) fn refill(v: &mut Vec<f32>, n: usize, x: f32) {
     v.resize(n, x);
 }
 
-/// The tag channel of every node into `s.tags` (by kind-order rank): per query tag the best
-/// similarity among the node's tags (0 without one), averaged over query tags. Each distinct tag's similarity is
-/// scattered to the nodes that carry it, so there is no per-node loop whose length varies;
-/// the max over non-negative values is order-independent, so this equals the per-node fold.
-fn tag_channel(idx: &RetrievalIndex, q: &EmbeddedQuery, s: &mut SimScratch) {
-    let n = idx.len();
-    let v = idx.vectors();
-    let nt = q.tags.len();
-    let best_into = |t: &QVec, best: &mut Vec<f32>| {
-        refill(best, n, 0.0);
-        for j in 0..v.tag_vocab().len() {
-            let sim = dot(t, v.tag_vector(j)).max(0.0);
-            // max(x, 0) = x for every x ≥ 0: a non-positive similarity changes nothing.
-            if sim > 0.0 {
-                for &r in idx.tag_ranks(j) {
-                    if let Some(b) = best.get_mut(r as usize) {
-                        *b = b.max(sim);
+/// Each distinct query tag's best similarity per node (by kind-order rank) within one pass
+/// over a set of queries: a recall's text query carries its keywords as tags and each
+/// keyword query carries its own again, so most tag vectors come up twice. Keyed by the
+/// vector's bits, so a repeated tag gets the very floats it got the first time.
+#[derive(Debug, Default)]
+pub(super) struct TagBests(Vec<(Vec<u32>, Vec<f32>)>);
+
+impl TagBests {
+    /// The best similarity of `t` among each node's tags (0 without one), computed once.
+    /// Complexity: O(distinct tags · dim + tag references) the first time, O(dim) after.
+    fn of(&mut self, idx: &RetrievalIndex, t: &QVec) -> &[f32] {
+        let at = self.0.iter().position(|(bits, _)| {
+            bits.len() == t.len() && bits.iter().zip(t.iter()).all(|(b, x)| *b == x.to_bits())
+        });
+        let at = match at {
+            Some(at) => at,
+            None => {
+                let v = idx.vectors();
+                let mut best = vec![0f32; idx.len()];
+                for j in 0..v.tag_vocab().len() {
+                    let sim = dot(t, v.tag_vector(j)).max(0.0);
+                    // max(x, 0) = x for every x ≥ 0: a non-positive similarity changes nothing.
+                    if sim > 0.0 {
+                        for &r in idx.tag_ranks(j) {
+                            if let Some(b) = best.get_mut(r as usize) {
+                                *b = b.max(sim);
+                            }
+                        }
                     }
                 }
+                self.0.push((t.iter().map(|x| x.to_bits()).collect(), best));
+                self.0.len() - 1
             }
-        }
-    };
+        };
+        &self.0[at].1
+    }
+}
+
+/// The tag channel of every node into `s.tags` (by kind-order rank): per query tag the best
+/// similarity among the node's tags (0 without one), averaged over query tags. Each distinct
+/// tag's similarity is scattered to the nodes that carry it, so there is no per-node loop
+/// whose length varies; the max over non-negative values is order-independent, so this
+/// equals the per-node fold.
+fn tag_channel(idx: &RetrievalIndex, q: &EmbeddedQuery, s: &mut SimScratch, memo: &mut TagBests) {
+    let n = idx.len();
+    let nt = q.tags.len();
     let Some((first, rest)) = q.tags.split_first() else {
         refill(&mut s.tags, n, 0.0);
         return;
     };
-    // The first tag's bests are the sum so far (most queries have one tag: one pass).
-    best_into(first, &mut s.tags);
+    // The first tag's bests are the sum so far (most queries have one tag).
+    s.tags.clear();
+    s.tags.extend_from_slice(memo.of(idx, first));
     for t in rest {
-        best_into(t, &mut s.tag_best);
-        for (sum, best) in s.tags.iter_mut().zip(&s.tag_best) {
+        for (sum, best) in s.tags.iter_mut().zip(memo.of(idx, t)) {
             *sum += best;
         }
     }
@@ -586,17 +609,19 @@ fn tag_channel(idx: &RetrievalIndex, q: &EmbeddedQuery, s: &mut SimScratch) {
 /// The tag channel and the plan of `q`, without the field scan (the shared first step of
 /// [`similarity`] and [`super::dense_channels::similarity_channels`], which scans per chunk
 /// with [`Prepared::scan`]); the buffers come from `s` and go back with
-/// [`Prepared::release`].
+/// [`Prepared::release`]; `memo` holds the tags' similarities for the other queries of the
+/// same pass.
 pub(super) fn prepare_plan<'a>(
     idx: &RetrievalIndex,
     q: &'a EmbeddedQuery,
     cfg: &'a SimilarityConfig,
     s: &mut SimScratch,
+    memo: &mut TagBests,
 ) -> Prepared<'a> {
     if q.tags.is_empty() {
         s.tags.clear();
     } else {
-        tag_channel(idx, q, s);
+        tag_channel(idx, q, s, memo);
     }
     Prepared {
         q,
@@ -616,7 +641,7 @@ fn prepare<'a>(
     s: &mut SimScratch,
 ) -> Prepared<'a> {
     let n = idx.len();
-    let mut prep = prepare_plan(idx, q, cfg, s);
+    let mut prep = prepare_plan(idx, q, cfg, s, &mut TagBests::default());
     let m = prep.probes();
     let mut maxes = std::mem::take(&mut prep.maxes);
     refill(&mut maxes, n * m, f32::NAN);
