@@ -36,12 +36,27 @@ pub trait NeighbourSource {
     /// first (ties by id), deduplicated, never the note itself; every id gets a list (empty
     /// when it has none).
     fn neighbour_lists(&self, ids: &[MemoryId]) -> Result<IdMap<Vec<MemoryId>>>;
+
+    /// Those of `ids` that are stored and not archived.
+    fn active_of(&self, ids: &[MemoryId]) -> Result<IdSet>;
 }
 
 impl NeighbourSource for Store {
     /// [`Store::neighbour_lists`].
     fn neighbour_lists(&self, ids: &[MemoryId]) -> Result<IdMap<Vec<MemoryId>>> {
         Store::neighbour_lists(self, ids)
+    }
+
+    /// One statement for the batch.
+    fn active_of(&self, ids: &[MemoryId]) -> Result<IdSet> {
+        if ids.is_empty() {
+            return Ok(Default::default());
+        }
+        let filter = format!("WHERE id IN {ID_LIST} AND +archived=0");
+        Ok(self
+            .note_ids(&filter, Some(&id_list(ids)?))?
+            .into_iter()
+            .collect())
     }
 }
 
@@ -91,15 +106,8 @@ impl Store {
                 order.push(id);
             }
         }
-        // `+archived`: see `neighbour_lists`.
-        let active: IdSet = if seeds.is_empty() {
-            Default::default()
-        } else {
-            let filter = format!("WHERE id IN {ID_LIST} AND +archived=0");
-            self.note_ids(&filter, Some(&id_list(seeds)?))?
-                .into_iter()
-                .collect()
-        };
+        // `+archived` (in the store's `active_of`): see `neighbour_lists`.
+        let active = source.active_of(seeds)?;
         let mut budget = cap;
         let mut truncated = false;
         let mut frontier: Vec<MemoryId> = Vec::new();

@@ -16,11 +16,10 @@ use super::stored::parse_uuid;
 use super::WorkingMemory;
 use crate::error::Result;
 use crate::graph::{MemoryGraph, SyncTag};
-use crate::model::IdMap;
+use crate::model::{IdMap, IdSet};
 use crate::model::{MemoryId, MemoryNote};
 use crate::store::{db_err, Change, NeighbourSource, Store};
 use rusqlite::Connection;
-use std::collections::HashMap;
 use std::path::Path;
 
 /// Stored links by note slot, both directions.
@@ -275,23 +274,34 @@ impl NeighbourSource for StoredLinks {
     /// Complexity: O(Σ degree · log degree).
     fn neighbour_lists(&self, ids: &[MemoryId]) -> Result<IdMap<Vec<MemoryId>>> {
         let mut out = IdMap::with_capacity_and_hasher(ids.len(), Default::default());
-        let mut best: HashMap<u32, f64> = HashMap::new();
+        let mut links: Vec<(u32, f64)> = Vec::new();
         for id in ids {
-            best.clear();
-            for (n, w) in self.neighbours_of(id) {
-                let e = best.entry(n).or_insert(w);
-                if w > *e {
-                    *e = w;
-                }
-            }
-            let mut list: Vec<(MemoryId, f64)> = best
+            // Each neighbour once, with its strongest link (the first seen of equal ones): a
+            // stable sort by neighbour, strongest first, keeps the first of each run.
+            links.clear();
+            links.extend(self.neighbours_of(id));
+            links.sort_by(|a, b| {
+                a.0.cmp(&b.0)
+                    .then(b.1.partial_cmp(&a.1).unwrap_or(std::cmp::Ordering::Equal))
+            });
+            links.dedup_by_key(|l| l.0);
+            let mut list: Vec<(MemoryId, f64)> = links
                 .iter()
-                .map(|(&n, &w)| (self.ids[n as usize], w))
+                .map(|&(n, w)| (self.ids[n as usize], w))
                 .collect();
             list.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
             out.insert(*id, list.into_iter().map(|(n, _)| n).collect());
         }
         Ok(out)
+    }
+
+    /// From the flags. Complexity: O(ids).
+    fn active_of(&self, ids: &[MemoryId]) -> Result<IdSet> {
+        Ok(ids
+            .iter()
+            .filter(|id| self.slot.get(id).is_some_and(|&s| self.active[s as usize]))
+            .copied()
+            .collect())
     }
 }
 

@@ -329,6 +329,10 @@ mod stored_links {
             links.neighbour_lists(&ids).unwrap(),
             store.neighbour_lists(&ids).unwrap()
         );
+        assert_eq!(
+            links.active_of(&ids).unwrap(),
+            NeighbourSource::active_of(store, &ids).unwrap()
+        );
     }
 
     #[test]
