@@ -124,9 +124,12 @@ impl Store {
         out: &mut [Vec<(MemoryId, f32)>],
     ) -> Result<()> {
         while let Some(r) = rows.next().map_err(|e| db_err(&self.path, e))? {
-            let id: String = r.get(0).map_err(|e| db_err(&self.path, e))?;
-            let v: Vec<u8> = r.get(1).map_err(|e| db_err(&self.path, e))?;
-            let v = decode_vec(&self.path, &v)?;
+            let id = text_column(&self.path, r, 0)?;
+            let blob = r.get_ref(1).map_err(|e| db_err(&self.path, e))?;
+            let blob = blob
+                .as_blob()
+                .map_err(|e| corrupt(&self.path, format!("embedding of {id}: {e}")))?;
+            let v = decode_vec(&self.path, blob)?;
             let vn = norm(&v);
             // The id is parsed only for a row some query scores.
             let mut parsed = None;
@@ -134,7 +137,7 @@ impl Store {
                 if let Some(c) = cosine(&v, vn, query, qn) {
                     let id = match parsed {
                         Some(id) => id,
-                        None => *parsed.insert(MemoryId(parse_id(&self.path, &id)?)),
+                        None => *parsed.insert(MemoryId(parse_id(&self.path, id)?)),
                     };
                     list.push((id, c));
                 }

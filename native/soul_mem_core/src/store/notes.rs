@@ -213,28 +213,23 @@ impl Store {
     fn note_from_row(&self, r: &rusqlite::Row<'_>) -> Result<(MemoryNote, bool)> {
         let p = &self.path;
         let g = |e| db_err(p, e);
-        let id: String = r.get(0).map_err(g)?;
         let readable_id: String = r.get(1).map_err(g)?;
         let core: bool = r.get(2).map_err(g)?;
         let count: i64 = r.get(3).map_err(g)?;
-        let create: String = r.get(4).map_err(g)?;
-        let access: String = r.get(5).map_err(g)?;
         let archived: bool = r.get(6).map_err(g)?;
-        let tags: String = r.get(7).map_err(g)?;
-        let payload: String = r.get(8).map_err(g)?;
-        let mem_type: MemoryType = serde_json::from_str(&payload)
+        let mem_type: MemoryType = serde_json::from_str(text_column(p, r, 8)?)
             .map_err(|e| corrupt(p, format!("note {readable_id}: payload: {e}")))?;
-        let tags: Vec<String> = serde_json::from_str(&tags)
+        let tags: Vec<String> = serde_json::from_str(text_column(p, r, 7)?)
             .map_err(|e| corrupt(p, format!("note {readable_id}: tags: {e}")))?;
         Ok((
             MemoryNote {
-                id: MemoryId(parse_id(p, &id)?),
+                id: MemoryId(parse_id(p, text_column(p, r, 0)?)?),
                 readable_id,
                 tags,
                 retrieval_count: u32::try_from(count)
                     .map_err(|_| corrupt(p, format!("bad retrieval_count {count}")))?,
-                create_time: parse_ts(p, &create)?,
-                last_accessed_time: parse_ts(p, &access)?,
+                create_time: parse_ts(p, text_column(p, r, 4)?)?,
+                last_accessed_time: parse_ts(p, text_column(p, r, 5)?)?,
                 core,
                 mem_type,
                 links: Vec::new(),

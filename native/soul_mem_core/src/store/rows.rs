@@ -63,20 +63,25 @@ pub(super) fn decode_hex32(s: &str) -> Option<[u8; 32]> {
 }
 
 pub(super) fn link_from_row(p: &Path, r: &rusqlite::Row<'_>) -> Result<MemoryLink> {
-    let g = |e| db_err(p, e);
-    let id: String = r.get(0).map_err(g)?;
-    let from: String = r.get(1).map_err(g)?;
-    let to: String = r.get(2).map_err(g)?;
-    let intensity: f64 = r.get(3).map_err(g)?;
-    let lt: String = r.get(4).map_err(g)?;
+    let id = text_column(p, r, 0)?;
+    let intensity: f64 = r.get(3).map_err(|e| db_err(p, e))?;
     Ok(MemoryLink {
-        id: LinkId(parse_id(p, &id)?),
-        from: MemoryId(parse_id(p, &from)?),
-        to: MemoryId(parse_id(p, &to)?),
+        id: LinkId(parse_id(p, id)?),
+        from: MemoryId(parse_id(p, text_column(p, r, 1)?)?),
+        to: MemoryId(parse_id(p, text_column(p, r, 2)?)?),
         intensity,
-        link_type: serde_json::from_str::<MemoryLinkType>(&lt)
+        link_type: serde_json::from_str::<MemoryLinkType>(text_column(p, r, 4)?)
             .map_err(|e| corrupt(p, format!("link {id}: link_type: {e}")))?,
     })
+}
+
+/// Text column `i` of `r`, borrowed from the row: what is parsed at once needs no copy (a
+/// message's activation reads a few hundred notes and their links).
+pub(super) fn text_column<'r>(p: &Path, r: &'r rusqlite::Row<'_>, i: usize) -> Result<&'r str> {
+    r.get_ref(i)
+        .map_err(|e| db_err(p, e))?
+        .as_str()
+        .map_err(|e| corrupt(p, format!("column {i}: {e}")))
 }
 
 /// Builds a graph from notes and their links: all notes first, then links in stored order, so
