@@ -2,6 +2,11 @@
 
 use std::process::ExitCode;
 
+/// The allocator the NIF uses (`soul_mem_nif/src/allocator.rs`), so benchmarks measure what
+/// production runs.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod bench;
 mod consolidate;
 mod dataplane;
