@@ -13,6 +13,7 @@ pub mod forget;
 pub mod graph;
 pub mod import;
 pub mod listing;
+pub mod mimalloc_options;
 pub mod model;
 pub mod neighbourhood;
 pub mod note_delete;

@@ -16,7 +16,8 @@
 /// lists, copied, indexed and later released); mimalloc's per-thread free lists serve them
 /// for ~3 % less CPU than glibc over a 100k-note working-memory benchmark, and its settle
 /// (mostly frees) ~15 % faster. Transparent huge pages are off (`no_thp`): with them the
-/// process held ~60 MB more for the same work.
+/// process held ~60 MB more for the same work. Freed memory is kept for reuse
+/// ([`soul_mem_core::mimalloc_options::keep_freed_memory`], set at load).
 #[global_allocator]
 pub static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -34,6 +34,7 @@ rustler::init!("Elixir.SoulMem.Native", load = load);
 /// `SOUL_MEM_PIN_WORKERS=0`). A refused setting only costs speed, so loading goes on.
 fn load(_env: rustler::Env, _info: rustler::Term) -> bool {
     let _ = allocator::tune();
+    soul_mem_core::mimalloc_options::keep_freed_memory();
     let _ = soul_mem_core::worker_pool::init_global(soul_mem_core::worker_pool::pin_from_env());
     true
 }

@@ -20,6 +20,7 @@ fn usage() -> &'static str {
 }
 
 fn main() -> ExitCode {
+    soul_mem_core::mimalloc_options::keep_freed_memory();
     // The compute pool as the server sets it up (pinned workers unless SOUL_MEM_PIN_WORKERS=0),
     // so benchmarks measure what production runs.
     let _ = soul_mem_core::worker_pool::init_global(soul_mem_core::worker_pool::pin_from_env());
