@@ -12,7 +12,7 @@ use super::fusion::ChannelStats;
 use super::index::RetrievalIndex;
 use super::query::EmbeddedQuery;
 use super::similarity::{
-    blend, prepare_plan, refill, scan_queries, Prepared, TagBests, SCAN_CHUNK, STRING_POOL,
+    blend, prepare_plan, refill, scan_queries, Prepared, SCAN_CHUNK, STRING_POOL,
 };
 use crate::model::NodeKind;
 use rayon::prelude::*;
@@ -421,8 +421,10 @@ pub fn similarity_channels_many(
     }
     idx.with_sim_scratch(|s| {
         // The first query's buffers come from the index's scratch, the others' are fresh; a
-        // tag several queries carry is compared with the vocabulary once.
-        let mut memo = TagBests::default();
+        // tag several queries carry is compared with the vocabulary once (in the scratch's
+        // tag buffers).
+        let mut memo = std::mem::take(&mut s.tag_bests);
+        memo.start();
         let preps: Vec<Prepared<'_>> = queries
             .iter()
             .enumerate()
@@ -520,6 +522,7 @@ pub fn similarity_channels_many(
         } else {
             each.for_each(finish);
         }
+        s.tag_bests = memo;
         if let Some(first) = preps.into_iter().next() {
             first.release(s);
         }

@@ -533,6 +533,7 @@ pub(crate) struct SimScratch {
     maxes: Vec<f32>,
     tags: Vec<f32>,
     emb: Vec<f32>,
+    pub(super) tag_bests: TagBests,
 }
 
 /// Refills `v` with `n` copies of `x`, keeping its allocation.
@@ -544,22 +545,39 @@ pub(super) fn refill(v: &mut Vec<f32>, n: usize, x: f32) {
 /// Each distinct query tag's best similarity per node (by kind-order rank) within one pass
 /// over a set of queries: a recall's text query carries its keywords as tags and each
 /// keyword query carries its own again, so most tag vectors come up twice. Keyed by the
-/// vector's bits, so a repeated tag gets the very floats it got the first time.
+/// vector's bits, so a repeated tag gets the very floats it got the first time. Kept in the
+/// index's [`SimScratch`]: a pass [`Self::start`]s it and reuses the buffers of the last.
 #[derive(Debug, Default)]
-pub(super) struct TagBests(Vec<(Vec<u32>, Vec<f32>)>);
+pub(super) struct TagBests {
+    /// `(tag vector bits, best per node)`; the first `used` belong to this pass.
+    entries: Vec<(Vec<u32>, Vec<f32>)>,
+    used: usize,
+}
 
 impl TagBests {
-    /// The best similarity of `t` among each node's tags (0 without one), computed once.
-    /// Complexity: O(distinct tags · dim + tag references) the first time, O(dim) after.
+    /// Begins a pass: no tag is known, the buffers stay allocated.
+    pub(super) fn start(&mut self) {
+        self.used = 0;
+    }
+
+    /// The best similarity of `t` among each node's tags (0 without one), computed once a
+    /// pass. Complexity: O(distinct tags · dim + tag references) the first time, O(dim)
+    /// after.
     fn of(&mut self, idx: &RetrievalIndex, t: &QVec) -> &[f32] {
-        let at = self.0.iter().position(|(bits, _)| {
+        let known = self.entries[..self.used].iter().position(|(bits, _)| {
             bits.len() == t.len() && bits.iter().zip(t.iter()).all(|(b, x)| *b == x.to_bits())
         });
-        let at = match at {
+        let at = match known {
             Some(at) => at,
             None => {
+                if self.used == self.entries.len() {
+                    self.entries.push(Default::default());
+                }
+                let (bits, best) = &mut self.entries[self.used];
+                bits.clear();
+                bits.extend(t.iter().map(|x| x.to_bits()));
+                refill(best, idx.len(), 0.0);
                 let v = idx.vectors();
-                let mut best = vec![0f32; idx.len()];
                 for j in 0..v.tag_vocab().len() {
                     let sim = dot(t, v.tag_vector(j)).max(0.0);
                     // max(x, 0) = x for every x ≥ 0: a non-positive similarity changes nothing.
@@ -571,11 +589,11 @@ impl TagBests {
                         }
                     }
                 }
-                self.0.push((t.iter().map(|x| x.to_bits()).collect(), best));
-                self.0.len() - 1
+                self.used += 1;
+                self.used - 1
             }
         };
-        &self.0[at].1
+        &self.entries[at].1
     }
 }
 
@@ -641,7 +659,10 @@ fn prepare<'a>(
     s: &mut SimScratch,
 ) -> Prepared<'a> {
     let n = idx.len();
-    let mut prep = prepare_plan(idx, q, cfg, s, &mut TagBests::default());
+    let mut memo = std::mem::take(&mut s.tag_bests);
+    memo.start();
+    let mut prep = prepare_plan(idx, q, cfg, s, &mut memo);
+    s.tag_bests = memo;
     let m = prep.probes();
     let mut maxes = std::mem::take(&mut prep.maxes);
     refill(&mut maxes, n * m, f32::NAN);
