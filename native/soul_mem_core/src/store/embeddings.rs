@@ -125,11 +125,7 @@ impl Store {
     ) -> Result<()> {
         while let Some(r) = rows.next().map_err(|e| db_err(&self.path, e))? {
             let id = text_column(&self.path, r, 0)?;
-            let blob = r.get_ref(1).map_err(|e| db_err(&self.path, e))?;
-            let blob = blob
-                .as_blob()
-                .map_err(|e| corrupt(&self.path, format!("embedding of {id}: {e}")))?;
-            let v = decode_vec(&self.path, blob)?;
+            let v = decode_vec(&self.path, blob_column(&self.path, r, 1)?)?;
             let vn = norm(&v);
             // The id is parsed only for a row some query scores.
             let mut parsed = None;

@@ -47,7 +47,7 @@ pub use replication::{
     apply_changes, init_replica, promote_replica, replica_state, ReplicaState, META_EPOCH,
     META_REPLICA_BASE, META_REPLICA_SEQ,
 };
-pub(crate) use rows::pending_by_source;
+pub(crate) use rows::{blob_column, pending_by_source, text_column};
 pub use schema::{APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION};
 
 use crate::error::{Error, Result};

@@ -77,11 +77,19 @@ pub(super) fn link_from_row(p: &Path, r: &rusqlite::Row<'_>) -> Result<MemoryLin
 
 /// Text column `i` of `r`, borrowed from the row: what is parsed at once needs no copy (a
 /// message's activation reads a few hundred notes and their links).
-pub(super) fn text_column<'r>(p: &Path, r: &'r rusqlite::Row<'_>, i: usize) -> Result<&'r str> {
+pub(crate) fn text_column<'r>(p: &Path, r: &'r rusqlite::Row<'_>, i: usize) -> Result<&'r str> {
     r.get_ref(i)
         .map_err(|e| db_err(p, e))?
         .as_str()
-        .map_err(|e| corrupt(p, format!("column {i}: {e}")))
+        .map_err(|e| db_err(p, e.into()))
+}
+
+/// Blob column `i` of `r`, borrowed from the row (a vector is decoded from it directly).
+pub(crate) fn blob_column<'r>(p: &Path, r: &'r rusqlite::Row<'_>, i: usize) -> Result<&'r [u8]> {
+    r.get_ref(i)
+        .map_err(|e| db_err(p, e))?
+        .as_blob()
+        .map_err(|e| db_err(p, e.into()))
 }
 
 /// Builds a graph from notes and their links: all notes first, then links in stored order, so

@@ -18,7 +18,7 @@ use crate::error::Result;
 use crate::graph::{MemoryGraph, SyncTag};
 use crate::model::{IdMap, IdSet};
 use crate::model::{MemoryId, MemoryNote};
-use crate::store::{db_err, Change, NeighbourSource, Store};
+use crate::store::{db_err, text_column, Change, NeighbourSource, Store};
 use rusqlite::Connection;
 use std::path::Path;
 
@@ -261,12 +261,7 @@ impl StoredLinks {
 
 /// Column `i` of `r`: a note id stored as UUID text (read without allocating).
 fn id_column(path: &Path, r: &rusqlite::Row<'_>, i: usize) -> Result<MemoryId> {
-    let text = r
-        .get_ref(i)
-        .map_err(|e| db_err(path, e))?
-        .as_str()
-        .map_err(|e| db_err(path, e.into()))?;
-    parse_uuid(path, text)
+    parse_uuid(path, text_column(path, r, i)?)
 }
 
 impl NeighbourSource for StoredLinks {

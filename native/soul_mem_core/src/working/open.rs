@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::model::IdMap;
 use crate::model::MemoryId;
 use crate::retrieval::EmbedKind;
-use crate::store::{db_err, Store};
+use crate::store::{blob_column, db_err, Store};
 
 impl WorkingMemory {
     /// Builds the long-term index of `store` for `embedder` and makes `engine`'s graph a
@@ -316,8 +316,7 @@ fn read_vectors(
         if hash.as_slice() != expected.as_slice() {
             continue;
         }
-        let blob = r.get_ref(2).map_err(|e| db_err(p, e))?;
-        let bytes = blob.as_blob().map_err(|e| db_err(p, e.into()))?;
+        let bytes = blob_column(p, r, 2)?;
         if bytes.len() != dim * 4 {
             continue;
         }
