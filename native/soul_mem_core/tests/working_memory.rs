@@ -155,7 +155,7 @@ fn activation_loads_k_hops_and_core_and_marks_the_boundary() {
         names(&["self", "n8", "n9", "n10", "n11", "n12"])
     );
     assert_eq!(r.loaded.len(), 5);
-    assert_eq!((r.working_size, r.non_core, r.boundary), (6, 5, 2));
+    assert_eq!((r.working_size, r.non_core, r.boundary), (6, 5, Some(2)));
     let b: Vec<MemoryId> = wm.boundary(&e).into_iter().collect();
     let mut want = vec![id("n8"), id("n12")];
     want.sort();
@@ -686,9 +686,15 @@ fn a_recall_leaves_its_release_to_settle_and_the_next_recall_catches_up() {
     let r = recall(&mut wm, &mut e, &mut s, 10);
     assert!(r.released.is_empty(), "{r:?}");
     assert_eq!(r.non_core, 6, "over the cap until settled");
+    assert_eq!(
+        r.boundary, None,
+        "a recall leaves the boundary count to the settle"
+    );
     e.record(&[id("n2")], t(500));
 
     let settled = wm.settle(&mut e, &mut s).unwrap();
+    assert_eq!(settled.boundary, Some(wm.boundary(&e).len()));
+    assert!(settled.boundary.is_some_and(|b| b > 0), "{settled:?}");
     // The least recently activated go: of the first recall's notes, those this one did not
     // recall again.
     assert_eq!((settled.released.len(), settled.non_core), (3, 3));

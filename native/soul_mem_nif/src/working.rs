@@ -199,8 +199,9 @@ fn working_activate<'a>(env: Env<'a>, working: WorkingHandle, request: Term<'a>)
 /// Activation-mode recall: bring the neighbourhood of the queries' seeds in from the store,
 /// recall over the working graph, expand boundary notes the result reached and recall again
 /// (same call). The request and outcome are `engine_recall`'s; returns `{outcome, report}`,
-/// the report being `working_activate`'s (a map with string keys). What it loaded stays over
-/// the cap until `working_settle` (or the next recall) releases it.
+/// the report being `working_activate`'s (a map with string keys) but for `boundary`, `nil`
+/// here: `working_settle`'s report counts it after the answer. What it loaded stays over the
+/// cap until `working_settle` (or the next recall) releases it.
 #[rustler::nif(schedule = "DirtyCpu")]
 fn working_recall<'a>(
     env: Env<'a>,

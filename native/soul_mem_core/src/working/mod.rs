@@ -251,8 +251,10 @@ pub struct ActivationReport {
     pub released: Vec<String>,
     /// Released notes that had changed and were written to the store first.
     pub persisted: usize,
-    /// Resident notes on the boundary afterwards.
-    pub boundary: usize,
+    /// Resident notes on the boundary afterwards; `None` in a recall's report: counting
+    /// reads every resident note's stored links, so [`WorkingMemory::settle`] counts them
+    /// after the answer.
+    pub boundary: Option<usize>,
     /// Resident notes afterwards.
     pub working_size: usize,
     /// Resident non-core notes afterwards.
@@ -287,7 +289,7 @@ pub struct RecallTimings {
     pub expand_us: u64,
     /// The run after an expansion: indexing and pipeline again (0 without one).
     pub rerun_us: u64,
-    /// Closing counts (the boundary over every resident note).
+    /// Closing counts (resident and non-core notes; the boundary is the settle's).
     pub finish_us: u64,
 }
 
