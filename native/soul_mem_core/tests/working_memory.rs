@@ -730,9 +730,10 @@ fn seeds_from_the_long_term_index_match_store_nearest() {
         seeds_per_query: 7,
         ..WorkingConfig::default()
     };
-    let (_, wm) = open(&mut s, cfg);
+    let (_, mut wm) = open(&mut s, cfg);
     let embedder = HashEmbedder::new(DIM).unwrap();
-    for text in ["苹果", "海洋钢琴", "雪山 017", "月亮书店 033", "灯塔"] {
+    // Twice: the second pass re-scores from the vectors the first one read.
+    for text in ["苹果", "海洋钢琴", "雪山 017", "月亮书店 033", "灯塔"].repeat(2) {
         let q = embedder.embed(&[text], soul_mem_core::retrieval::EmbedKind::Query);
         let q = q.unwrap().remove(0);
         let ours = wm.seeds(&s, std::slice::from_ref(&q)).unwrap();
@@ -753,6 +754,68 @@ fn seeds_from_the_long_term_index_match_store_nearest() {
     }
 }
 
+/// The seeds' re-scoring keeps the vectors it read, but never scores with one the store no
+/// longer holds: a vector another writer replaced (under the same text hash, so the long-term
+/// index still matches it) is read again, and so is one a checkpoint rewrote for a new text.
+#[test]
+fn re_scoring_never_uses_a_vector_the_store_replaced() {
+    let mut s = chain_store("rescore", 30);
+    let (mut e, mut wm) = open(
+        &mut s,
+        WorkingConfig {
+            seeds_per_query: 3,
+            ..WorkingConfig::default()
+        },
+    );
+    let embedder = HashEmbedder::new(DIM).unwrap();
+    let q = embedder
+        .embed(&[&content(7)], soul_mem_core::retrieval::EmbedKind::Query)
+        .unwrap();
+    // Every seed's score is the store's exact cosine, as it is now.
+    let exact = |wm: &mut WorkingMemory, s: &Store| {
+        let seeds = wm.seeds(s, &q).unwrap();
+        for (n, score) in &seeds {
+            let stored = s.cosines_of(wm.model(), &[&q[0]], &[*n]).unwrap();
+            assert_eq!(stored[0], vec![(*n, *score)], "{n:?}");
+        }
+        seeds
+    };
+    let first = exact(&mut wm, &s);
+    assert_eq!(first[0].0, id("n7"));
+    assert_eq!(
+        exact(&mut wm, &s),
+        first,
+        "read again from the vectors held"
+    );
+
+    let model = wm.model().to_owned();
+    let (hash, _) = s.embedding(&id("n7"), &model).unwrap().unwrap();
+    let other = embedder
+        .embed(
+            &[&content(20)],
+            soul_mem_core::retrieval::EmbedKind::Passage,
+        )
+        .unwrap()
+        .remove(0);
+    s.put_embedding(&id("n7"), &model, &hash, &other).unwrap();
+    let after = exact(&mut wm, &s);
+    assert_ne!(after, first, "n7 scored with its new vector");
+
+    // A text changed in the working graph: the checkpoint writes its vector and index row.
+    wm.activate_texts(&mut e, &mut s, &[&content(7)]).unwrap();
+    if let Some(MemoryType::Semantic(m)) = e.graph_mut().get_mut(&id("n7")).map(|n| &mut n.mem_type)
+    {
+        m.content = content(21);
+    }
+    let embedded = wm.checkpoint(&mut e, &mut s, &[]).unwrap().embedded;
+    assert!(embedded >= 1);
+    let rewritten = exact(&mut wm, &s);
+    assert!(
+        rewritten.iter().all(|p| p.0 != id("n7") || p.1 < 0.99),
+        "{rewritten:?}"
+    );
+}
+
 /// Above `ann_from` the index is an HNSW graph: its seeds are nearly the scan's on this corpus, it
 /// is saved beside the store and reused by the next open (stale rows repaired: a changed text,
 /// a deleted note, a new note), a damaged save is rebuilt, and a checkpoint saves again once
@@ -771,7 +834,7 @@ fn a_large_character_gets_a_saved_hnsw_index() {
         let (wm, r) = WorkingMemory::open(&mut engine, s, hash(), cfg.clone(), &|_, _| {}).unwrap();
         (engine, wm, r)
     };
-    let (_, scan, r) = open_report(
+    let (_, mut scan, r) = open_report(
         &mut s,
         &WorkingConfig {
             seeds_per_query: 7,
@@ -779,14 +842,14 @@ fn a_large_character_gets_a_saved_hnsw_index() {
         },
     );
     assert_eq!((r.kind, r.from_saved, r.saved), (IndexKind::Scan, 0, false));
-    let (_, wm, r) = open_report(&mut s, &graph_cfg);
+    let (_, mut wm, r) = open_report(&mut s, &graph_cfg);
     assert_eq!(
         (r.kind, r.vectors, r.from_saved, r.saved),
         (IndexKind::Hnsw, 301, 0, true)
     );
     assert_eq!(wm.index_kind(), IndexKind::Hnsw);
     let embedder = HashEmbedder::new(DIM).unwrap();
-    let seeds = |wm: &WorkingMemory, s: &Store, text: &str| {
+    let seeds = |wm: &mut WorkingMemory, s: &Store, text: &str| {
         let q = embedder.embed(&[text], soul_mem_core::retrieval::EmbedKind::Query);
         let ids: Vec<MemoryId> = wm
             .seeds(s, &q.unwrap())
@@ -806,7 +869,7 @@ fn a_large_character_gets_a_saved_hnsw_index() {
         "灯塔",
         "全新的文字",
     ] {
-        let (ours, exact) = (seeds(&wm, &s, text), seeds(&scan, &s, text));
+        let (ours, exact) = (seeds(&mut wm, &s, text), seeds(&mut scan, &s, text));
         assert_eq!(ours.len(), exact.len(), "{text}");
         assert_eq!(ours.first(), exact.first(), "{text}");
         shared += ours.iter().filter(|id| exact.contains(id)).count();
@@ -828,25 +891,25 @@ fn a_large_character_gets_a_saved_hnsw_index() {
     // Changes made while it was closed are repaired from the store. One changed text is
     // below 1 % of the rows: the saved graph is kept as it was.
     s.put_note(&sem("n3", "全新的文字")).unwrap();
-    let (_, wm, r) = open_report(&mut s, &graph_cfg);
+    let (_, mut wm, r) = open_report(&mut s, &graph_cfg);
     assert_eq!(
         (r.vectors, r.from_saved, r.embedded, r.saved),
         (301, 300, 1, false)
     );
-    assert_eq!(seeds(&wm, &s, "全新的文字")[0], id("n3"));
+    assert_eq!(seeds(&mut wm, &s, "全新的文字")[0], id("n3"));
     drop(wm);
     // Then a deletion and a new note: n3's vector now comes from the table, and with four
     // rows changed the graph is saved again.
     s.delete_note(&id("n4")).unwrap();
     s.put_note(&sem("extra", "灯塔海洋 999")).unwrap();
-    let (_, wm, r) = open_report(&mut s, &graph_cfg);
+    let (_, mut wm, r) = open_report(&mut s, &graph_cfg);
     assert_eq!(
         (r.vectors, r.from_saved, r.reused, r.embedded, r.saved),
         (301, 299, 300, 1, true)
     );
-    assert_eq!(seeds(&wm, &s, "全新的文字")[0], id("n3"));
-    assert_eq!(seeds(&wm, &s, "灯塔海洋 999")[0], id("extra"));
-    assert!(!seeds(&wm, &s, &content(4)).contains(&id("n4")));
+    assert_eq!(seeds(&mut wm, &s, "全新的文字")[0], id("n3"));
+    assert_eq!(seeds(&mut wm, &s, "灯塔海洋 999")[0], id("extra"));
+    assert!(!seeds(&mut wm, &s, &content(4)).contains(&id("n4")));
     drop(wm);
     let (_, _, r) = open_report(&mut s, &graph_cfg);
     assert_eq!((r.from_saved, r.embedded), (301, 0));
@@ -869,9 +932,9 @@ fn a_large_character_gets_a_saved_hnsw_index() {
     let cp = wm.checkpoint(&mut engine, &mut s, &extra).unwrap();
     assert!(cp.index_saved, "{cp:?}");
     drop(wm);
-    let (_, wm, r) = open_report(&mut s, &graph_cfg);
+    let (_, mut wm, r) = open_report(&mut s, &graph_cfg);
     assert_eq!((r.from_saved, r.embedded), (301, 0));
-    assert_eq!(seeds(&wm, &s, "改写 15")[0], id("n15"));
+    assert_eq!(seeds(&mut wm, &s, "改写 15")[0], id("n15"));
 
     soul_mem_core::working::remove_saved_index(s.path()).unwrap();
     assert!(!manifest.exists());

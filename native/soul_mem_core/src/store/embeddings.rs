@@ -11,6 +11,9 @@ pub(super) const PUT_EMBEDDING: &str =
      ON CONFLICT (note_id, model) DO UPDATE
      SET text_hash = excluded.text_hash, dim = excluded.dim, vec = excluded.vec";
 
+/// One stored vector: the note, the SHA-256 of the embedded text, the vector.
+pub type StoredVector = (MemoryId, [u8; 32], Vec<f32>);
+
 impl Store {
     /// Stores the embedding of a note under `model`, with the SHA-256 of the embedded text (so
     /// a changed text is detected; see [`crate::embedding_cache::text_hash`]).
@@ -30,7 +33,9 @@ impl Store {
             )
             .map(|_| ())
             .map_err(|e| db_err(p, e))
-        })
+        })?;
+        self.vectors_written += 1;
+        Ok(())
     }
 
     /// The stored embedding of a note under `model`: (text hash, vector).
@@ -114,6 +119,38 @@ impl Store {
         Ok(out)
     }
 
+    /// The stored vectors under `model` of the notes `ids` that have one, with the hash of the
+    /// embedded text, in one statement (in no particular order): what
+    /// [`Self::cosines_of`] reads, for a caller that keeps them.
+    /// Complexity: O(|ids| · (log rows + dim)).
+    pub fn vectors_of(&self, model: &str, ids: &[MemoryId]) -> Result<Vec<StoredVector>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut st = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT note_id, text_hash, vec FROM embeddings WHERE model=?2 AND note_id IN {ID_LIST}"
+            ))
+            .map_err(|e| db_err(&self.path, e))?;
+        let mut rows = st
+            .query(params![id_list(ids)?, model])
+            .map_err(|e| db_err(&self.path, e))?;
+        let mut out = Vec::with_capacity(ids.len());
+        while let Some(r) = rows.next().map_err(|e| db_err(&self.path, e))? {
+            let id = MemoryId(parse_id(&self.path, text_column(&self.path, r, 0)?)?);
+            let hash: [u8; 32] = blob_column(&self.path, r, 1)?
+                .try_into()
+                .map_err(|_| corrupt(&self.path, "embedding text hash is not 32 bytes"))?;
+            out.push((
+                id,
+                hash,
+                decode_vec(&self.path, blob_column(&self.path, r, 2)?)?,
+            ));
+        }
+        Ok(out)
+    }
+
     /// Appends to `out[p]` the cosine of query `p` (norm `norms[p]`) to each `(note_id, vec)`
     /// row of a vector of its length.
     fn cosines(
@@ -146,11 +183,7 @@ impl Store {
     /// `(note, SHA-256 of the embedded text, vector)`.
     ///
     /// Complexity: O(rows × dim).
-    pub fn put_embeddings(
-        &mut self,
-        model: &str,
-        rows: &[(MemoryId, [u8; 32], Vec<f32>)],
-    ) -> Result<()> {
+    pub fn put_embeddings(&mut self, model: &str, rows: &[StoredVector]) -> Result<()> {
         self.write(|c, p| {
             let mut st = c.prepare_cached(PUT_EMBEDDING).map_err(|e| db_err(p, e))?;
             for (id, hash, vector) in rows {
@@ -165,8 +198,16 @@ impl Store {
                 .map_err(|e| db_err(p, e))?;
             }
             Ok(())
-        })
+        })?;
+        self.vectors_written += 1;
+        Ok(())
     }
+}
+
+/// The cosine of a stored vector `v` and `query` as [`Store::cosines_of`] computes it, to the
+/// bit; `None` when their lengths differ or either is zero. Complexity: O(dim).
+pub(crate) fn stored_cosine(v: &[f32], query: &[f32]) -> Option<f32> {
+    cosine(v, norm(v), query, norm(query))
 }
 
 /// The cosine of `v` (norm `vn`) and `query` (norm `qn`); `None` when their lengths differ or

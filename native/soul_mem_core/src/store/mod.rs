@@ -42,6 +42,8 @@ mod window;
 use rows::*;
 
 pub use activate::{Activation, NeighbourSource};
+pub(crate) use embeddings::stored_cosine;
+pub use embeddings::StoredVector;
 pub use peek::{StorePeek, META_GRAPH_SAVED};
 pub use replication::{
     apply_changes, init_replica, promote_replica, replica_state, ReplicaState, META_EPOCH,
@@ -230,6 +232,9 @@ pub struct Store {
     /// Successful writes to note or link rows through this handle; a graph synced at an
     /// older generation may miss some of them, so it is written whole.
     generation: u64,
+    /// Successful writes of the `embeddings` table through this handle
+    /// ([`Store::vectors_tag`]).
+    vectors_written: u64,
     /// What the last successful checkpoint did.
     last_checkpoint: Option<CheckpointStats>,
     /// Whether writes record their changesets (replication, `replication.rs`).
@@ -380,6 +385,13 @@ impl Store {
             store: self.instance,
             generation: self.generation,
         }
+    }
+
+    /// The count of this handle's successful writes of stored vectors ([`Store::put_embedding`],
+    /// [`Store::put_embeddings`]): a copy of stored vectors read at one count is the store's
+    /// while the count (and [`Self::sync_tag`], for notes deleted with their vectors) holds.
+    pub fn vectors_tag(&self) -> u64 {
+        self.vectors_written
     }
 
     /// What the last successful [`Store::checkpoint`] or [`Store::save_graph`] of this handle

@@ -259,6 +259,7 @@ impl Store {
             _lock: lock,
             instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
             generation: 0,
+            vectors_written: 0,
             last_checkpoint: None,
             capture: false,
             captured: Vec::new(),

@@ -26,13 +26,18 @@ impl WorkingMemory {
     ///
     /// The int8 index proposes [`RERANK_OVERSAMPLE`]× as many candidates per vector, in one
     /// pass over its rows for all vectors; they are scored again exactly on the stored f32
-    /// vectors (one statement for all), so the seeds are those of an exact f32 scan
+    /// vectors (those not read lately in one statement, the others held since:
+    /// `seed_vectors.rs`), so the seeds are those of an exact f32 scan
     /// ([`Store::nearest`]) unless a true seed ranks below the candidates on the int8 copy
     /// (cosine error ~1e-3).
     ///
     /// Complexity: O(q · n · d) compute for q vectors over n rows of dimension d, one pass of
     /// memory traffic, plus indexed reads of the candidates' vectors.
-    pub fn seeds(&self, store: &Store, query_vectors: &[Vec<f32>]) -> Result<Vec<(MemoryId, f32)>> {
+    pub fn seeds(
+        &mut self,
+        store: &Store,
+        query_vectors: &[Vec<f32>],
+    ) -> Result<Vec<(MemoryId, f32)>> {
         let k = self.cfg.seeds_per_query;
         let mut usable: Vec<(&[f32], Vec<f32>)> = Vec::with_capacity(query_vectors.len());
         for q in query_vectors {
@@ -56,10 +61,13 @@ impl WorkingMemory {
         ids.sort_unstable();
         ids.dedup();
         let raw: Vec<&[f32]> = usable.iter().map(|(q, _)| *q).collect();
-        let exact = store.cosines_of(&self.model, &raw, &ids)?;
+        let held: Vec<(MemoryId, Option<[u8; 32]>)> = ids
+            .iter()
+            .map(|id| (*id, self.index.hash_of(id).copied()))
+            .collect();
+        let exact = self.seed_vectors.cosines(store, &self.model, &raw, &held)?;
         let mut best: IdMap<f32> = Default::default();
         for (approx, exact) in candidates.into_iter().zip(exact) {
-            let exact: IdMap<f32> = exact.into_iter().collect();
             let mut scored: Vec<(MemoryId, f32)> = approx
                 .into_iter()
                 .map(|(id, s)| (id, exact.get(&id).copied().unwrap_or(s)))

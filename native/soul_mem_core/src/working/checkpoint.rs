@@ -90,7 +90,10 @@ impl WorkingMemory {
             }
         }
         if !updates.is_empty() {
+            let before = store.vectors_tag();
             store.put_embeddings(&self.model, &updates)?;
+            self.seed_vectors
+                .wrote_vectors(store, before, updates.iter().map(|(id, ..)| id));
         }
         self.index.upsert_rows(&updates)?;
         let report_notes = notes.len();
@@ -246,7 +249,10 @@ impl WorkingMemory {
             self.upsert_notes(store, &write, &patches)?;
         }
         if !updates.is_empty() {
+            let before = store.vectors_tag();
             store.put_embeddings(&self.model, &updates)?;
+            self.seed_vectors
+                .wrote_vectors(store, before, updates.iter().map(|(id, ..)| id));
             self.index.upsert_rows(&updates)?;
         }
         let patched = patches

@@ -38,7 +38,7 @@ fn best_first(a: &(f32, MemoryId), b: &(f32, MemoryId)) -> std::cmp::Ordering {
 }
 
 /// (note, SHA-256 of its primary text, vector): one row of the `embeddings` table.
-pub(super) type VectorRow = (MemoryId, [u8; 32], Vec<f32>);
+pub(super) type VectorRow = crate::store::StoredVector;
 
 pub(super) fn as_dyn(e: &EmbedderChoice) -> &dyn TextEmbedder {
     match e {

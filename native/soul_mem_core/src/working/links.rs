@@ -313,6 +313,7 @@ impl WorkingMemory {
         store.upsert_notes(notes, extra)?;
         self.links.wrote(store, before, notes, extra);
         self.released.wrote(store, before, notes, extra);
+        self.seed_vectors.wrote(store, before);
         Ok(())
     }
 

@@ -10,7 +10,8 @@
 //!    written back in batches.
 //! 2. **Seeds.** The top-k notes per query vector ([`WorkingConfig::seeds_per_query`]): the
 //!    int8 scan proposes a few times more candidates, re-scored exactly on their stored f32
-//!    vectors (one statement), so the seeds are those of an exact scan.
+//!    vectors (one statement for those not read lately; the last few thousand read are held,
+//!    `seed_vectors.rs`), so the seeds are those of an exact scan.
 //! 3. **k-hop activation.** Seeds not yet in the working graph bring in their
 //!    [`WorkingConfig::k_hops`] neighbourhood ([`Store::activate_with`]): the walk reads an
 //!    in-memory adjacency of the stored graph (`links.rs`: every stored link, both directions,
@@ -63,7 +64,7 @@
 //! Files: `index.rs` (the long-term vector index), `block_rows.rs` (its int8 rows in blocks
 //! for the integer dot-product instructions), `ann.rs` and `ann_file.rs` (its HNSW form
 //! and the saved copy of it), `links.rs` (the stored adjacency), `released.rs` (released
-//! notes kept parsed),
+//! notes kept parsed), `seed_vectors.rs` (the stored vectors of recent seed candidates),
 //! `stored.rs` (what working memory reads from the store directly), `open.rs` (building the
 //! index, the adjacency and the working graph), `activate.rs` (seeds, k-hop activation,
 //! boundary expansion, recall) and `checkpoint.rs` (partial write-back, cap and release).
@@ -77,6 +78,7 @@ mod index;
 mod links;
 mod open;
 mod released;
+mod seed_vectors;
 mod stored;
 #[cfg(test)]
 mod tests;
@@ -330,6 +332,8 @@ pub struct WorkingMemory {
     deleted: IdSet,
     // Notes released lately, parsed as the store holds them (`released.rs`).
     released: released::Released,
+    // Stored vectors of recent seed candidates, for the exact re-scoring (`seed_vectors.rs`).
+    seed_vectors: seed_vectors::SeedVectors,
 }
 
 impl std::fmt::Debug for WorkingMemory {

@@ -102,6 +102,7 @@ impl WorkingMemory {
             clean_states: Default::default(),
             deleted: Default::default(),
             released,
+            seed_vectors: seed_vectors::SeedVectors::new(seed_vectors::SEED_VECTORS),
         };
         let resident: Vec<MemoryId> = engine.graph().notes().map(|n| n.id).collect();
         for id in &resident {
