@@ -40,23 +40,8 @@ impl Store {
 
     /// The stored embedding of a note under `model`: (text hash, vector).
     pub fn embedding(&self, id: &MemoryId, model: &str) -> Result<Option<([u8; 32], Vec<f32>)>> {
-        let row: Option<(Vec<u8>, Vec<u8>)> = self
-            .conn
-            .query_row(
-                "SELECT text_hash, vec FROM embeddings WHERE note_id=?1 AND model=?2",
-                params![id.to_string(), model],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()
-            .map_err(|e| db_err(&self.path, e))?;
-        row.map(|(h, v)| {
-            let hash: [u8; 32] = h
-                .as_slice()
-                .try_into()
-                .map_err(|_| corrupt(&self.path, "embedding text hash is not 32 bytes"))?;
-            Ok((hash, decode_vec(&self.path, &v)?))
-        })
-        .transpose()
+        let found = self.vectors_of(model, std::slice::from_ref(id))?;
+        Ok(found.into_iter().next().map(|(_, hash, v)| (hash, v)))
     }
 
     /// Brute-force nearest active notes to `query` by cosine similarity under `model`, best
@@ -102,26 +87,23 @@ impl Store {
         ids: &[MemoryId],
     ) -> Result<Vec<Vec<(MemoryId, f32)>>> {
         let mut out: Vec<Vec<(MemoryId, f32)>> = vec![Vec::new(); queries.len()];
-        let norms: Vec<f32> = queries.iter().map(|q| norm(q)).collect();
+        let norms = query_norms(queries);
         if ids.is_empty() || norms.iter().all(|&n| n == 0.0) {
             return Ok(out);
         }
-        let mut st = self
-            .conn
-            .prepare_cached(&format!(
-                "SELECT note_id, vec FROM embeddings WHERE model=?2 AND note_id IN {ID_LIST}"
-            ))
-            .map_err(|e| db_err(&self.path, e))?;
-        let rows = st
-            .query(params![id_list(ids)?, model])
-            .map_err(|e| db_err(&self.path, e))?;
-        self.cosines(rows, queries, &norms, &mut out)?;
+        for (id, _, v) in self.vectors_of(model, ids)? {
+            for (p, c) in stored_cosines(&v, queries, &norms) {
+                if let Some(list) = out.get_mut(p) {
+                    list.push((id, c));
+                }
+            }
+        }
         Ok(out)
     }
 
     /// The stored vectors under `model` of the notes `ids` that have one, with the hash of the
     /// embedded text, in one statement (in no particular order): what
-    /// [`Self::cosines_of`] reads, for a caller that keeps them.
+    /// [`Self::cosines_of`] scores, for a caller that also keeps them.
     /// Complexity: O(|ids| · (log rows + dim)).
     pub fn vectors_of(&self, model: &str, ids: &[MemoryId]) -> Result<Vec<StoredVector>> {
         if ids.is_empty() {
@@ -163,15 +145,14 @@ impl Store {
         while let Some(r) = rows.next().map_err(|e| db_err(&self.path, e))? {
             let id = text_column(&self.path, r, 0)?;
             let v = decode_vec(&self.path, blob_column(&self.path, r, 1)?)?;
-            let vn = norm(&v);
             // The id is parsed only for a row some query scores.
             let mut parsed = None;
-            for ((list, query), &qn) in out.iter_mut().zip(queries).zip(norms) {
-                if let Some(c) = cosine(&v, vn, query, qn) {
-                    let id = match parsed {
-                        Some(id) => id,
-                        None => *parsed.insert(MemoryId(parse_id(&self.path, id)?)),
-                    };
+            for (p, c) in stored_cosines(&v, queries, norms) {
+                let id = match parsed {
+                    Some(id) => id,
+                    None => *parsed.insert(MemoryId(parse_id(&self.path, id)?)),
+                };
+                if let Some(list) = out.get_mut(p) {
                     list.push((id, c));
                 }
             }
@@ -204,10 +185,26 @@ impl Store {
     }
 }
 
-/// The cosine of a stored vector `v` and `query` as [`Store::cosines_of`] computes it, to the
-/// bit; `None` when their lengths differ or either is zero. Complexity: O(dim).
-pub(crate) fn stored_cosine(v: &[f32], query: &[f32]) -> Option<f32> {
-    cosine(v, norm(v), query, norm(query))
+/// The norms of `queries`, as [`stored_cosines`] takes them. Complexity: O(Σ dim).
+pub(crate) fn query_norms(queries: &[&[f32]]) -> Vec<f32> {
+    queries.iter().map(|q| norm(q)).collect()
+}
+
+/// The cosine of stored vector `v` with each of `queries` (norms `norms`, from
+/// [`query_norms`]) as `(query position, cosine)`, skipping a query of another length and a
+/// zero vector: how [`Store::cosines_of`] and [`Store::nearest`] score a row.
+/// Complexity: O(dim · queries).
+pub(crate) fn stored_cosines<'a>(
+    v: &'a [f32],
+    queries: &'a [&[f32]],
+    norms: &'a [f32],
+) -> impl Iterator<Item = (usize, f32)> + 'a {
+    let vn = norm(v);
+    queries
+        .iter()
+        .zip(norms)
+        .enumerate()
+        .filter_map(move |(p, (q, &qn))| cosine(v, vn, q, qn).map(|c| (p, c)))
 }
 
 /// The cosine of `v` (norm `vn`) and `query` (norm `qn`); `None` when their lengths differ or

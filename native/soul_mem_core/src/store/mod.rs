@@ -42,8 +42,8 @@ mod window;
 use rows::*;
 
 pub use activate::{Activation, NeighbourSource};
-pub(crate) use embeddings::stored_cosine;
 pub use embeddings::StoredVector;
+pub(crate) use embeddings::{query_norms, stored_cosines};
 pub use peek::{StorePeek, META_GRAPH_SAVED};
 pub use replication::{
     apply_changes, init_replica, promote_replica, replica_state, ReplicaState, META_EPOCH,

@@ -11,12 +11,13 @@
 //!   [`SyncTag`] past the ones recorded, and the next use drops everything; working memory's
 //!   own writes advance them ([`SeedVectors::wrote`], [`SeedVectors::wrote_vectors`]).
 //!
-//! Scores are those of [`Store::cosines_of`] to the bit: the same function computes them.
+//! Scores are those of [`Store::cosines_of`] to the bit: the same function computes them
+//! (`stored_cosines`).
 
 use crate::error::Result;
 use crate::graph::SyncTag;
 use crate::model::{IdMap, MemoryId};
-use crate::store::{stored_cosine, Store};
+use crate::store::{query_norms, stored_cosines, Store};
 use std::num::NonZeroUsize;
 
 /// Candidates kept: ~40 messages' worth, 1.5 KB each at 384 dimensions (~6 MB).
@@ -101,9 +102,10 @@ impl SeedVectors {
     ) -> Result<Vec<IdMap<f32>>> {
         self.check(store);
         let mut out: Vec<IdMap<f32>> = vec![IdMap::default(); queries.len()];
+        let norms = query_norms(queries);
         let score = |out: &mut [IdMap<f32>], id: MemoryId, v: &[f32]| {
-            for (scores, q) in out.iter_mut().zip(queries) {
-                if let Some(c) = stored_cosine(v, q) {
+            for (p, c) in stored_cosines(v, queries, &norms) {
+                if let Some(scores) = out.get_mut(p) {
                     scores.insert(id, c);
                 }
             }
