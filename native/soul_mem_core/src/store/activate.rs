@@ -4,7 +4,9 @@
 //!
 //! Every step reads a whole batch of notes in one statement (the ids bound as one JSON array,
 //! [`ID_LIST`]): one neighbour query per hop, one for the notes, one for their links, so an
-//! activation costs a handful of statements whatever the number of notes it loads.
+//! activation costs a handful of statements whatever the number of notes it loads. A
+//! [`NeighbourSource`] that holds the stored links in memory (working memory's) answers the
+//! neighbour and link queries itself: then only the notes are read.
 
 use super::{build_graph, db_err, id_list, Store, ID_LIST};
 use crate::error::Result;
@@ -39,6 +41,10 @@ pub trait NeighbourSource {
 
     /// Those of `ids` that are stored and not archived.
     fn active_of(&self, ids: &[MemoryId]) -> Result<IdSet>;
+
+    /// The stored links from each of `ids` (a note's own `links`), each list in stored order
+    /// (`ord`, ties by link id); ids without links are absent.
+    fn links_from(&self, ids: &[MemoryId]) -> Result<IdMap<Vec<MemoryLink>>>;
 }
 
 impl NeighbourSource for Store {
@@ -57,6 +63,14 @@ impl NeighbourSource for Store {
             .note_ids(&filter, Some(&id_list(ids)?))?
             .into_iter()
             .collect())
+    }
+
+    /// One statement for the batch.
+    fn links_from(&self, ids: &[MemoryId]) -> Result<IdMap<Vec<MemoryLink>>> {
+        if ids.is_empty() {
+            return Ok(Default::default());
+        }
+        self.query_links_with(&format!("WHERE from_id IN {ID_LIST}"), &id_list(ids)?)
     }
 }
 
@@ -167,7 +181,7 @@ impl Store {
             .copied()
             .collect();
         let read: Vec<MemoryId> = order.iter().filter(|id| !resident(id)).copied().collect();
-        let mut stored = self.notes_of(&read)?;
+        let mut stored = self.notes_linked_by(&read, source)?;
         let mut notes = Vec::with_capacity(order.len());
         let mut links: IdMap<Vec<MemoryLink>> = Default::default();
         for id in &order {

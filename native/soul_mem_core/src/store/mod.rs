@@ -49,7 +49,7 @@ pub use replication::{
     apply_changes, init_replica, promote_replica, replica_state, ReplicaState, META_EPOCH,
     META_REPLICA_BASE, META_REPLICA_SEQ,
 };
-pub(crate) use rows::{blob_column, pending_by_source, text_column};
+pub(crate) use rows::{blob_column, link_type_of, pending_by_source, text_column};
 pub use schema::{APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION};
 
 use crate::error::{Error, Result};
@@ -279,7 +279,8 @@ fn parse_ts(path: &Path, s: &str) -> Result<DateTime<Utc>> {
         .map_err(|e| corrupt(path, format!("bad timestamp {s:?}: {e}")))
 }
 
-fn parse_id(path: &Path, s: &str) -> Result<uuid::Uuid> {
+/// A UUID column's text parsed; one that does not parse is a damaged file.
+pub(crate) fn parse_id(path: &Path, s: &str) -> Result<uuid::Uuid> {
     uuid::Uuid::parse_str(s).map_err(|e| corrupt(path, format!("bad uuid {s:?}: {e}")))
 }
 

@@ -13,13 +13,24 @@ impl Store {
     /// The stored notes (archived or not) of `ids` with their outgoing links, in two
     /// queries, by id; unknown ids are absent. Complexity: O(|ids| · (log rows + degree)).
     pub fn notes_of(&self, ids: &[MemoryId]) -> Result<IdMap<MemoryNote>> {
+        self.notes_linked_by(ids, self)
+    }
+
+    /// [`Store::notes_of`] with the links from `links` ([`NeighbourSource::links_from`],
+    /// which must reflect this store's links: the result is then the same): one query for
+    /// the notes when `links` holds them in memory. Complexity: O(|ids| · log rows) plus what
+    /// `links` costs.
+    pub fn notes_linked_by(
+        &self,
+        ids: &[MemoryId],
+        links: &dyn NeighbourSource,
+    ) -> Result<IdMap<MemoryNote>> {
         if ids.is_empty() {
             return Ok(Default::default());
         }
-        let list = id_list(ids)?;
-        let mut links = self.query_links_with(&format!("WHERE from_id IN {ID_LIST}"), &list)?;
+        let mut links = links.links_from(ids)?;
         Ok(self
-            .query_notes_with(&format!("WHERE id IN {ID_LIST}"), &list)?
+            .query_notes_with(&format!("WHERE id IN {ID_LIST}"), &id_list(ids)?)?
             .into_iter()
             .map(|(mut note, _)| {
                 note.links = links.remove(&note.id).unwrap_or_default();
@@ -243,7 +254,11 @@ impl Store {
         self.query_links_inner(filter, None)
     }
 
-    fn query_links_with(&self, filter: &str, arg: &str) -> Result<IdMap<Vec<MemoryLink>>> {
+    pub(super) fn query_links_with(
+        &self,
+        filter: &str,
+        arg: &str,
+    ) -> Result<IdMap<Vec<MemoryLink>>> {
         self.query_links_inner(filter, Some(arg))
     }
 
@@ -261,11 +276,12 @@ impl Store {
             let ord: i64 = r.get(5).map_err(|e| db_err(p, e))?;
             groups.entry(l.from).or_default().push((ord, l));
         }
-        // Unordered scan (sequential on disk); restore each source's link order here.
+        // Unordered scan (sequential on disk); restore each source's link order here (ties
+        // by link id, whichever plan SQLite chose).
         Ok(groups
             .into_iter()
             .map(|(from, mut v)| {
-                v.sort_by_key(|(ord, _)| *ord);
+                v.sort_by_key(|(ord, l)| (*ord, l.id));
                 (from, v.into_iter().map(|(_, l)| l).collect())
             })
             .collect())

@@ -70,9 +70,14 @@ pub(super) fn link_from_row(p: &Path, r: &rusqlite::Row<'_>) -> Result<MemoryLin
         from: MemoryId(parse_id(p, text_column(p, r, 1)?)?),
         to: MemoryId(parse_id(p, text_column(p, r, 2)?)?),
         intensity,
-        link_type: serde_json::from_str::<MemoryLinkType>(text_column(p, r, 4)?)
-            .map_err(|e| corrupt(p, format!("link {id}: link_type: {e}")))?,
+        link_type: link_type_of(p, id, text_column(p, r, 4)?)?,
     })
+}
+
+/// A link's stored `link_type` column parsed; `link` (its id text) names it in the error.
+pub(crate) fn link_type_of(p: &Path, link: &str, text: &str) -> Result<MemoryLinkType> {
+    serde_json::from_str::<MemoryLinkType>(text)
+        .map_err(|e| corrupt(p, format!("link {link}: link_type: {e}")))
 }
 
 /// Text column `i` of `r`, borrowed from the row: what is parsed at once needs no copy (a

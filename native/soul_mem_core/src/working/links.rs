@@ -1,6 +1,7 @@
-//! The in-memory adjacency of the stored graph: every stored link (source, target, intensity)
-//! and which notes are active, so an activation walks k hops without a SQLite B-tree lookup
-//! per neighbour.
+//! The in-memory adjacency of the stored graph: every stored link, whole (id, source, target,
+//! intensity, type, position), and which notes are active, so an activation walks k hops
+//! without a SQLite B-tree lookup per neighbour and gives the notes it loads their links
+//! without reading the links table (a third of a message's store reads at 100k notes).
 //!
 //! Built at [`WorkingMemory::open`] from two table scans and kept current by the writes
 //! working memory makes itself (its partial checkpoints and releases apply the same note
@@ -8,19 +9,34 @@
 //! moves the store's [`SyncTag`] past the one recorded here, and the next activation reloads
 //! the adjacency (O(links)) before reading it — stale lists are never used.
 //!
-//! Memory: about 180 bytes per note with 3 stored links per note (18.2 MB measured for 100k
-//! notes and 300k links, `soul_tune bench working`): two link lists per note, 16 bytes per
-//! link and direction, the id map and the flags.
+//! Memory: about 280 bytes per note with 3 stored links per note: two link lists per note
+//! (48 bytes per link outgoing, 16 incoming; a store's few distinct link types shared), the
+//! id map and the flags.
 
 use super::stored::parse_uuid;
 use super::WorkingMemory;
 use crate::error::Result;
 use crate::graph::{MemoryGraph, SyncTag};
 use crate::model::{IdMap, IdSet};
-use crate::model::{MemoryId, MemoryNote};
-use crate::store::{db_err, text_column, Change, NeighbourSource, Store};
+use crate::model::{LinkId, MemoryId, MemoryLink, MemoryLinkType, MemoryNote};
+use crate::store::{db_err, link_type_of, parse_id, text_column, Change, NeighbourSource, Store};
 use rusqlite::Connection;
+use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
+
+/// A stored link as the adjacency keeps it, from its source's list: enough to give it back
+/// whole ([`MemoryLink`]).
+#[derive(Debug, Clone)]
+struct OutLink {
+    id: LinkId,
+    to: u32,
+    // The row's `ord`: the link's place among its source's links.
+    ord: i64,
+    intensity: f64,
+    // Shared by equal types: 1,268 distinct among 300k links at 100k notes.
+    link_type: Arc<MemoryLinkType>,
+}
 
 /// Stored links by note slot, both directions.
 #[derive(Debug, Clone, Default)]
@@ -31,7 +47,7 @@ pub(super) struct StoredLinks {
     active: Vec<bool>,
     // Stored at all (an archived note keeps its row and its links).
     stored: Vec<bool>,
-    out: Vec<Vec<(u32, f64)>>,
+    out: Vec<Vec<OutLink>>,
     inc: Vec<Vec<(u32, f64)>>,
     // The store state these lists reflect.
     seen: Option<SyncTag>,
@@ -43,7 +59,7 @@ pub(super) struct StoredLinks {
 }
 
 impl StoredLinks {
-    /// Reads every note's id and archived flag and every link of `store`.
+    /// Reads every note's id and archived flag and every link of `store`, whole.
     /// Complexity: O(notes + links) rows read.
     pub(super) fn load(store: &Store) -> Result<Self> {
         Self::load_from(store.conn(), store.path(), store.sync_tag())
@@ -74,22 +90,46 @@ impl StoredLinks {
         }
         // Lists sized once: two passes would read the table twice, so grow, then trim.
         let avg = (n_links.max(0) as usize).div_ceil(links.ids.len().max(1));
-        for v in links.out.iter_mut().chain(links.inc.iter_mut()) {
+        for v in &mut links.out {
+            v.reserve_exact(avg);
+        }
+        for v in &mut links.inc {
             v.reserve_exact(avg);
         }
         let mut st = conn
-            .prepare("SELECT from_id, to_id, intensity FROM links")
+            .prepare("SELECT id, from_id, to_id, intensity, link_type, ord FROM links")
             .map_err(e)?;
         let mut rows = st.query([]).map_err(e)?;
+        let mut types: HashMap<String, Arc<MemoryLinkType>> = HashMap::new();
         while let Some(r) = rows.next().map_err(e)? {
-            let from = id_column(path, r, 0)?;
-            let to = id_column(path, r, 1)?;
-            let w: f64 = r.get(2).map_err(e)?;
+            let id = text_column(path, r, 0)?;
+            let from = id_column(path, r, 1)?;
+            let to = id_column(path, r, 2)?;
+            let w: f64 = r.get(3).map_err(e)?;
+            let type_text = text_column(path, r, 4)?;
+            let link_type = match types.get(type_text) {
+                Some(t) => Arc::clone(t),
+                None => {
+                    let t = Arc::new(link_type_of(path, id, type_text)?);
+                    types.insert(type_text.to_owned(), Arc::clone(&t));
+                    t
+                }
+            };
+            let ord: i64 = r.get(5).map_err(e)?;
             let (f, t) = (links.slot_of(from), links.slot_of(to));
-            links.out[f].push((t as u32, w));
+            links.out[f].push(OutLink {
+                id: LinkId(parse_id(path, id)?),
+                to: t as u32,
+                ord,
+                intensity: w,
+                link_type,
+            });
             links.inc[t].push((f as u32, w));
         }
-        for v in links.out.iter_mut().chain(links.inc.iter_mut()) {
+        for v in &mut links.out {
+            v.shrink_to_fit();
+        }
+        for v in &mut links.inc {
             v.shrink_to_fit();
         }
         links.seen = Some(tag);
@@ -135,8 +175,8 @@ impl StoredLinks {
             None => (&[][..], &[][..]),
         };
         out.iter()
-            .chain(inc.iter())
-            .copied()
+            .map(|l| (l.to, l.intensity))
+            .chain(inc.iter().copied())
             .filter(move |&(n, _)| Some(n as usize) != s && self.active[n as usize])
     }
 
@@ -209,7 +249,8 @@ impl StoredLinks {
         self.seen = Some(store.sync_tag());
     }
 
-    /// A note upserted: stored (its archived flag kept), its outgoing links replaced.
+    /// A note upserted: stored (its archived flag kept), its outgoing links replaced, in
+    /// order (the store writes them at positions 0, 1, …).
     fn put_note(&mut self, n: &MemoryNote) {
         let s = self.slot_of(n.id);
         if !self.stored[s] {
@@ -217,9 +258,15 @@ impl StoredLinks {
             self.active[s] = true;
         }
         self.drop_out(s);
-        for l in &n.links {
+        for (ord, l) in (0..).zip(&n.links) {
             let t = self.slot_of(l.to);
-            self.out[s].push((t as u32, l.intensity));
+            self.out[s].push(OutLink {
+                id: l.id,
+                to: t as u32,
+                ord,
+                intensity: l.intensity,
+                link_type: Arc::new(l.link_type.clone()),
+            });
             self.inc[t].push((s as u32, l.intensity));
         }
     }
@@ -232,28 +279,34 @@ impl StoredLinks {
         let s = s as usize;
         self.drop_out(s);
         for (f, _) in std::mem::take(&mut self.inc[s]) {
-            self.out[f as usize].retain(|&(t, _)| t as usize != s);
+            self.out[f as usize].retain(|l| l.to as usize != s);
         }
         self.stored[s] = false;
         self.active[s] = false;
     }
 
     fn drop_out(&mut self, s: usize) {
-        for (t, _) in std::mem::take(&mut self.out[s]) {
-            self.inc[t as usize].retain(|&(f, _)| f as usize != s);
+        for l in std::mem::take(&mut self.out[s]) {
+            self.inc[l.to as usize].retain(|&(f, _)| f as usize != s);
         }
     }
 
     /// Bytes held (approximate: the lists' capacities; per note its id, the id map's key and
-    /// slot, and three flags — the map's own overhead is not counted).
+    /// slot, and three flags — the map's own overhead and the shared link types are not
+    /// counted).
     pub(super) fn bytes(&self) -> usize {
         use std::mem::size_of;
-        let lists: usize = self
+        let out: usize = self
             .out
             .iter()
-            .chain(self.inc.iter())
+            .map(|v| v.capacity() * size_of::<OutLink>() + size_of::<Vec<OutLink>>())
+            .sum();
+        let inc: usize = self
+            .inc
+            .iter()
             .map(|v| v.capacity() * size_of::<(u32, f64)>() + size_of::<Vec<(u32, f64)>>())
             .sum();
+        let lists = out + inc;
         let per_note = 2 * size_of::<MemoryId>() + size_of::<u32>() + 3;
         lists + self.ids.capacity() * per_note
     }
@@ -297,6 +350,34 @@ impl NeighbourSource for StoredLinks {
             .filter(|id| self.slot.get(id).is_some_and(|&s| self.active[s as usize]))
             .copied()
             .collect())
+    }
+
+    /// From the lists, as the store orders them (`ord`, ties by link id).
+    /// Complexity: O(Σ degree · log degree).
+    fn links_from(&self, ids: &[MemoryId]) -> Result<IdMap<Vec<MemoryLink>>> {
+        let mut out = IdMap::with_capacity_and_hasher(ids.len(), Default::default());
+        for id in ids {
+            let Some(&s) = self.slot.get(id) else {
+                continue;
+            };
+            let mut list: Vec<&OutLink> = self.out[s as usize].iter().collect();
+            if list.is_empty() {
+                continue;
+            }
+            list.sort_by_key(|l| (l.ord, l.id));
+            let links = list
+                .into_iter()
+                .map(|l| MemoryLink {
+                    id: l.id,
+                    from: *id,
+                    to: self.ids[l.to as usize],
+                    intensity: l.intensity,
+                    link_type: (*l.link_type).clone(),
+                })
+                .collect();
+            out.insert(*id, links);
+        }
+        Ok(out)
     }
 }
 

@@ -14,9 +14,10 @@
 //!    `seed_vectors.rs`), so the seeds are those of an exact scan.
 //! 3. **k-hop activation.** Seeds not yet in the working graph bring in their
 //!    [`WorkingConfig::k_hops`] neighbourhood ([`Store::activate_with`]): the walk reads an
-//!    in-memory adjacency of the stored graph (`links.rs`: every stored link, both directions,
-//!    loaded at open, kept current by working memory's own writes and reloaded when another
-//!    path wrote note or link rows), the notes themselves come from the store. Links to notes
+//!    in-memory adjacency of the stored graph (`links.rs`: every stored link, whole, both
+//!    directions, loaded at open, kept current by working memory's own writes and reloaded
+//!    when another path wrote note or link rows), which also gives the loaded notes their
+//!    links; the notes themselves come from the store. Links to notes
 //!    not loaded stay pending in the graph and attach when the target loads. Core notes are
 //!    always resident. One activation loads at most [`WorkingConfig::activation_budget`]
 //!    notes, nearest first (the seeds, then hop by hop, stronger links first): a chat
@@ -56,7 +57,7 @@
 //!
 //! Limits: the brute-force scan costs O(n·d) per query vector — about 3 ms at 100k × 384
 //! here — and the matrix takes n·(d + 4) bytes (39 MB at 100k × 384); the adjacency about
-//! 180 bytes per note at 3 links per note (18 MB at 100k). From [`WorkingConfig::ann_from`]
+//! 280 bytes per note at 3 links per note (28 MB at 100k). From [`WorkingConfig::ann_from`]
 //! notes on (default 200k) the index is an HNSW graph instead (`ann.rs`): O(log n) per query
 //! vector, approximate (its candidates are still re-scored exactly), saved beside the store
 //! (`ann_file.rs`) so that opening a large character does not rebuild it.

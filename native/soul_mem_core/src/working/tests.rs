@@ -317,6 +317,15 @@ mod stored_links {
                 let w = [0.3, 0.5, 0.5, 1.0][(rng.next_u64() % 4) as usize];
                 let mut l = link(&notes[i], to);
                 l.intensity = w;
+                l.link_type = match rng.next_u64() % 4 {
+                    0 => MemoryLinkType::Proc(ProcMemLink::TrigToAction { prob: w / 2.0 }),
+                    1 => MemoryLinkType::Situation(SituationMemLink::SpecificToAbstract {}),
+                    2 => MemoryLinkType::Sem(SemMemLink {
+                        verb: format!("v{}", rng.next_u64() % 3),
+                        confidence: w as f32,
+                    }),
+                    _ => l.link_type,
+                };
                 notes[i].links.push(l);
             }
         }
@@ -332,6 +341,17 @@ mod stored_links {
         assert_eq!(
             links.active_of(&ids).unwrap(),
             NeighbourSource::active_of(store, &ids).unwrap()
+        );
+        // Whole links, in the store's order: what an activation gives the notes it loads.
+        let from_memory = links.links_from(&ids).unwrap();
+        assert_eq!(
+            from_memory,
+            NeighbourSource::links_from(store, &ids).unwrap()
+        );
+        assert!(from_memory.values().map(Vec::len).sum::<usize>() > n);
+        assert_eq!(
+            store.notes_linked_by(&ids, links).unwrap(),
+            store.notes_of(&ids).unwrap()
         );
     }
 

@@ -8,7 +8,8 @@
 //! whole — its query embedding included, since the texts are new — and by stage, from the
 //! recall's own [`soul_mem_core::working::RecallTimings`]; the settle after it is timed apart.
 //! `--warmup N` recalls the first N texts untimed first, as `bench/ws_recall.js` does (the
-//! caches in front of the store fill). The digest pins the recall lists as `recall.rs`'s does
+//! caches in front of the store fill; the recall is also reported by blocks of 40 measured
+//! messages, which shows how long that lasts). The digest pins the recall lists as `recall.rs`'s does
 //! (at one time, `--now`). The store
 //! and the cache are written (released notes, recorded retrievals, query vectors): run it on
 //! a copy of the data dir. `--check N` compares, after the timed messages, the seeds of the
@@ -162,6 +163,27 @@ fn print(s: &Samples, n: usize, now: chrono::DateTime<chrono::Utc>) {
         let [p50, p95, p99] = p50_p95_p99(v);
         println!("| {name} | {p50:.2} | {p95:.2} | {p99:.2} | {mean:.2} |");
     }
+    // The caches in front of the store fill over the first messages after an open: the
+    // recall and its indexing stage by blocks of 40 measured messages show how long that lasts.
+    const BLOCK: usize = 40;
+    let blocks: Vec<String> = s
+        .total
+        .chunks(BLOCK)
+        .zip(s.stages.chunks(BLOCK))
+        .enumerate()
+        .map(|(b, (total, stages))| {
+            let [p50, p95, _] = p50_p95_p99(total.to_vec());
+            let [i50, i95, _] =
+                p50_p95_p99(stages.iter().map(|t| t.index_us as f64 / 1e3).collect());
+            let first = b * BLOCK + 1;
+            let last = b * BLOCK + total.len();
+            format!("{first}–{last}: {p50:.1} / {p95:.1} (indexing {i50:.1} / {i95:.1})")
+        })
+        .collect();
+    println!(
+        "recall p50 / p95 ms by measured message: {}",
+        blocks.join("; ")
+    );
     println!(
         "notes loaded per message {:.0} ({:.0} % held parsed since their release); reruns {:.0} %",
         s.loaded as f64 / n as f64,
