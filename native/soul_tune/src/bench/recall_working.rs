@@ -9,11 +9,11 @@
 //! recall's own [`soul_mem_core::working::RecallTimings`]; the settle after it is timed apart.
 //! `--warmup N` recalls the first N texts untimed first, as `bench/ws_recall.js` does (the
 //! caches in front of the store fill; the recall is also reported by blocks of 40 measured
-//! messages, which shows how long that lasts). The digest pins the recall lists as `recall.rs`'s does
-//! (at one time, `--now`). The store
-//! and the cache are written (released notes, recorded retrievals, query vectors): run it on
-//! a copy of the data dir. `--check N` compares, after the timed messages, the seeds of the
-//! first N measured texts with the exact f32 top-k (the store's brute-force scan).
+//! messages, which shows how long that lasts). The digest pins the recall lists as
+//! `recall.rs`'s does (at one time, `--now`). The store and the cache are written (released
+//! notes, recorded retrievals, query vectors): run it on a copy of the data dir. `--check N`
+//! compares, after the timed messages, the seeds of the first N measured texts with the exact
+//! f32 top-k (the store's brute-force scan).
 
 use super::recall::{
     digest_result, message_queries, message_text, model_and_config, open_store, read_texts, Args,
