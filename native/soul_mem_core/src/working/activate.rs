@@ -29,10 +29,11 @@ impl WorkingMemory {
     /// vectors (those not read lately in one statement, the others held since:
     /// `seed_vectors.rs`), so the seeds are those of an exact f32 scan
     /// ([`Store::nearest`]) unless a true seed ranks below the candidates on the int8 copy
-    /// (cosine error ~1e-3).
+    /// (cosine error ~1e-3). The candidates of a vector asked before, the index unchanged
+    /// since, come from memory (`scan_memo.rs`), the same as a scan's.
     ///
-    /// Complexity: O(q · n · d) compute for q vectors over n rows of dimension d, one pass of
-    /// memory traffic, plus indexed reads of the candidates' vectors.
+    /// Complexity: O(q · n · d) compute for the q vectors not remembered over n rows of
+    /// dimension d, one pass of memory traffic, plus indexed reads of the candidates' vectors.
     pub fn seeds(
         &mut self,
         store: &Store,
@@ -56,7 +57,7 @@ impl WorkingMemory {
         let normalised: Vec<&[f32]> = usable.iter().map(|(_, n)| n.as_slice()).collect();
         let candidates = self
             .index
-            .top_k(&normalised, k * RERANK_OVERSAMPLE, floor)?;
+            .top_k_remembered(&normalised, k * RERANK_OVERSAMPLE, floor)?;
         let mut ids: Vec<MemoryId> = candidates.iter().flatten().map(|(id, _)| *id).collect();
         ids.sort_unstable();
         ids.dedup();

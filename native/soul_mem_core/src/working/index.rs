@@ -13,6 +13,7 @@
 use super::ann::AnnRows;
 use super::ann_file;
 use super::block_rows::{BlockRows, ScanQuery, BLOCK};
+use super::scan_memo::{ScanMemo, SCAN_MEMO};
 use crate::embedding_cache::text_hash;
 use crate::engine::EmbedderChoice;
 use crate::error::{Error, Result};
@@ -58,6 +59,8 @@ pub(super) struct LongTermIndex {
     pos: IdMap<usize>,
     // Rows inserted, replaced or removed since the HNSW graph was last saved.
     unsaved: usize,
+    // What the rows gave recent query vectors; forgotten whenever a row changes.
+    memo: ScanMemo,
 }
 
 #[derive(Debug)]
@@ -112,6 +115,7 @@ impl LongTermIndex {
             rows,
             pos: Default::default(),
             unsaved: 0,
+            memo: ScanMemo::new(SCAN_MEMO),
         }
     }
 
@@ -149,6 +153,9 @@ impl LongTermIndex {
                     self.dim
                 ),
             ));
+        }
+        if !rows.is_empty() {
+            self.memo.clear();
         }
         let units: Vec<Option<Vec<f32>>> = rows.iter().map(|(_, _, v)| unit_vector(v)).collect();
         // Removals first: a swap-remove moves a slot, which must not happen to a slot queued
@@ -204,6 +211,7 @@ impl LongTermIndex {
             return false;
         };
         self.unsaved += 1;
+        self.memo.clear();
         let last = self.ids.len() - 1;
         match &mut self.rows {
             Rows::Scan(rows) => rows.swap_remove(i),
@@ -325,6 +333,30 @@ impl LongTermIndex {
             .into_iter()
             .map(|l| l.into_iter().map(|(s, id)| (id, s)).collect())
             .collect())
+    }
+
+    /// [`Self::top_k`], with the lists of query vectors asked before (the same bits, `k` and
+    /// `min`, the rows unchanged since: `scan_memo.rs`) taken from memory: only the others are
+    /// scanned, together. The same lists as [`Self::top_k`] (a query's list does not depend
+    /// on the others of its pass). Complexity: O(q·dim) to look the queries up, plus
+    /// [`Self::top_k`] for those not remembered.
+    pub(super) fn top_k_remembered(
+        &mut self,
+        queries: &[&[f32]],
+        k: usize,
+        min: Option<f32>,
+    ) -> Result<Vec<Vec<(MemoryId, f32)>>> {
+        let mut lists: Vec<Option<Vec<(MemoryId, f32)>>> =
+            queries.iter().map(|q| self.memo.get(q, k, min)).collect();
+        let asked: Vec<usize> = (0..queries.len()).filter(|&p| lists[p].is_none()).collect();
+        if !asked.is_empty() {
+            let scanned: Vec<&[f32]> = asked.iter().map(|&p| queries[p]).collect();
+            for (&p, list) in asked.iter().zip(self.top_k(&scanned, k, min)?) {
+                self.memo.put(queries[p], k, min, list.clone());
+                lists[p] = Some(list);
+            }
+        }
+        Ok(lists.into_iter().map(Option::unwrap_or_default).collect())
     }
 
     /// Bytes of vector data held (int8 rows and scales; for the graph, its own accounting of

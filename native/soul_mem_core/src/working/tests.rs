@@ -31,6 +31,45 @@ fn index_top_k_and_swap_remove() -> Result<()> {
     Ok(())
 }
 
+/// Remembered lists equal a fresh scan's, for repeated and new queries mixed, and a changed
+/// row (replaced, added or removed) is seen by the next question: nothing stale is answered.
+#[test]
+fn remembered_lists_are_a_scans_and_forgotten_when_a_row_changes() -> Result<()> {
+    let mut ix = LongTermIndex::new(2);
+    put(&mut ix, mid(1), [1; 32], &[1.0, 0.0])?;
+    put(&mut ix, mid(2), [2; 32], &[0.6, 0.8])?;
+    put(&mut ix, mid(3), [3; 32], &[0.0, 1.0])?;
+    let (a, b) = ([1.0f32, 0.0], [0.0f32, 1.0]);
+    let first = ix.top_k_remembered(&[&a], 2, None)?;
+    assert_eq!(first, ix.top_k(&[&a], 2, None)?);
+    // `a` remembered, `b` scanned; another k or floor is another question.
+    let both = ix.top_k_remembered(&[&b, &a], 2, None)?;
+    assert_eq!(both, ix.top_k(&[&b, &a], 2, None)?);
+    assert_eq!(
+        ix.top_k_remembered(&[&a], 1, Some(0.9))?,
+        ix.top_k(&[&a], 1, Some(0.9))?
+    );
+    // A new row nearer to `c` than any: the next answer has it first.
+    let c = [1.0 / 2f32.sqrt(), 1.0 / 2f32.sqrt()];
+    assert_eq!(ix.top_k_remembered(&[&c], 2, None)?[0][0].0, mid(2));
+    put(&mut ix, mid(4), [4; 32], &c)?;
+    assert_eq!(ix.top_k_remembered(&[&c], 2, None)?[0][0].0, mid(4));
+    // A replaced row: mid(4) turned towards `b`.
+    put(&mut ix, mid(4), [5; 32], &[0.01, 0.99])?;
+    assert_eq!(ix.top_k_remembered(&[&c], 2, None)?[0][0].0, mid(2));
+    assert_eq!(ix.top_k_remembered(&[&b], 1, None)?[0][0].0, mid(3));
+    // A removed row is gone from the remembered answer.
+    assert!(ix.remove(&mid(3)));
+    assert_eq!(ix.top_k_remembered(&[&b], 1, None)?[0][0].0, mid(4));
+    for q in [&a, &b, &c] {
+        assert_eq!(
+            ix.top_k_remembered(&[q], 3, None)?,
+            ix.top_k(&[q], 3, None)?
+        );
+    }
+    Ok(())
+}
+
 /// Several queries in one pass give each exactly its own top k (scores to the bit), a query
 /// of another dimension nothing, and the floor applies to each.
 #[test]
