@@ -15,7 +15,10 @@
 //! run time) against 4 activation bytes broadcast to every lane then advances 8 outputs at
 //! once, and a block of 32 ends as 8 integer sums, one per column — scaled by the block's
 //! `d_a · d_w` with one conversion, multiply and FMA for all 8, and no horizontal reduction
-//! anywhere. A portable fallback computes the same integer sums.
+//! anywhere. Where the CPU has AVX-512 (F, DQ, VNNI), two groups share each 512-bit
+//! instruction (the same operations per lane, so the same bits): a product needs half the
+//! dot-product, conversion and scaling instructions. A portable fallback computes the same
+//! integer sums.
 //!
 //! The nibbles are used unsigned: `Σ (nibble − 8)·a = Σ nibble·a − 8·Σ a`, and the `−8·Σ a`
 //! of each activation block is computed once when quantising and is the sums' starting
@@ -199,6 +202,9 @@ fn quantize_block(src: &[f32], dst: &mut [i8]) -> (f32, i32) {
 /// Which dot-product instructions the products use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kernel {
+    /// `vpdpbusd` on 512-bit registers: two groups (16 columns) per instruction (AVX-512 F,
+    /// DQ and VNNI), the odd last group on 256-bit ones.
+    Vnni512,
     /// `vpdpbusd` on 256-bit registers (AVX-512 VNNI + VL).
     Vnni,
     /// `vpmaddubsw` + `vpmaddwd` (AVX2 + FMA).
@@ -220,6 +226,11 @@ impl Kernel {
                     && std::arch::is_x86_feature_detected!("avx512vnni")
                     && std::arch::is_x86_feature_detected!("avx512vl")
                 {
+                    if std::arch::is_x86_feature_detected!("avx512f")
+                        && std::arch::is_x86_feature_detected!("avx512dq")
+                    {
+                        return Kernel::Vnni512;
+                    }
                     return Kernel::Vnni;
                 }
                 if avx2 {
@@ -233,8 +244,10 @@ impl Kernel {
     /// Whether this CPU can run the kernel.
     pub(crate) fn available(self) -> bool {
         match (self, Kernel::detect()) {
-            (Kernel::Portable, _) | (Kernel::Avx2, Kernel::Avx2 | Kernel::Vnni) => true,
-            (Kernel::Vnni, best) => best == Kernel::Vnni,
+            (Kernel::Portable, _)
+            | (Kernel::Avx2, Kernel::Avx2 | Kernel::Vnni | Kernel::Vnni512) => true,
+            (Kernel::Vnni, best) => matches!(best, Kernel::Vnni | Kernel::Vnni512),
+            (Kernel::Vnni512, best) => best == Kernel::Vnni512,
             (Kernel::Avx2, Kernel::Portable) => false,
         }
     }
@@ -273,8 +286,8 @@ impl Activation {
 ///
 /// Errors if `x` is not a whole number of `cols`-long rows or `bias` is not `rows` long.
 ///
-/// Complexity: O(m · rows · cols) multiply-adds, 256 per 8 dot-product instructions, plus
-/// O(m · cols) to quantise `x`.
+/// Complexity: O(m · rows · cols) multiply-adds, 256 per 8 dot-product instructions (512
+/// with AVX-512), plus O(m · cols) to quantise `x`.
 pub(crate) fn matmul(
     x: &[f32],
     w: &Q4Matrix,
@@ -395,13 +408,40 @@ fn groups(
     let share = share_groups(w, q.rows);
     {
         let cols = Columns::new(out, w.rows);
-        let group = |g: usize| group(kernel, w, q, g, &cols);
+        // The 512-bit kernel takes groups in pairs: a pair is one worker's.
+        let per = if kernel == Kernel::Vnni512 { 2 } else { 1 };
+        let unit = |u: usize| {
+            let first = u * per;
+            let groups = first..(first + per).min(w.groups);
+            #[cfg(target_arch = "x86_64")]
+            if groups.len() == 2 && kernel == Kernel::Vnni512 && kernel.available() {
+                let mut m0 = 0;
+                while m0 < q.rows {
+                    let mr = (q.rows - m0).min(MR);
+                    // SAFETY: AVX-512 F, DQ, VL and VNNI were detected (`Kernel::available`);
+                    // groups `first, first + 1` and rows `m0..m0 + mr` lie inside `w` and `q`;
+                    // their columns are this call's alone (each pair is one unit).
+                    unsafe {
+                        if mr == MR {
+                            x86::pair_vnni512::<MR>(w, q, first, m0, &cols)
+                        } else {
+                            (m0..m0 + mr)
+                                .for_each(|i| x86::pair_vnni512::<1>(w, q, first, i, &cols))
+                        }
+                    }
+                    m0 += mr;
+                }
+                return;
+            }
+            groups.for_each(|g| group(kernel, w, q, g, &cols));
+        };
+        let units = w.groups.div_ceil(per);
         match share {
-            Some(min) => (0..w.groups)
+            Some(min) => (0..units)
                 .into_par_iter()
-                .with_min_len(min)
-                .for_each(group),
-            None => (0..w.groups).for_each(group),
+                .with_min_len(min.div_ceil(per))
+                .for_each(unit),
+            None => (0..units).for_each(unit),
         }
     }
     let finish = |row: &mut [f32]| {
@@ -433,9 +473,9 @@ fn group(kernel: Kernel, w: &Q4Matrix, q: &Q8Rows, g: usize, out: &Columns) {
         // are this call's alone (`groups`).
         unsafe {
             match (kernel, mr) {
-                (Kernel::Vnni, MR) => x86::tile_vnni::<MR>(w, q, g, m0, out),
+                (Kernel::Vnni | Kernel::Vnni512, MR) => x86::tile_vnni::<MR>(w, q, g, m0, out),
                 (Kernel::Avx2, MR) => x86::tile_avx2::<MR>(w, q, g, m0, out),
-                (Kernel::Vnni, _) => {
+                (Kernel::Vnni | Kernel::Vnni512, _) => {
                     (m0..m0 + mr).for_each(|i| x86::tile_vnni::<1>(w, q, g, i, out))
                 }
                 (Kernel::Avx2, _) => {
@@ -622,6 +662,70 @@ mod x86 {
         };
     }
 
+    /// Rows `m0 .. m0 + MR` × the 16 columns of groups `g` and `g + 1`, into `out`: the
+    /// 256-bit kernel's instructions on 512-bit registers, the first group in the low half
+    /// (each lane's operations as [`tile_vnni`]'s, so the same bits).
+    ///
+    /// # Safety
+    /// The CPU has AVX-512 F, DQ, VL and VNNI; `g + 1 < w.groups`, `m0 + MR ≤ q.rows` and
+    /// `q.blocks == w.blocks`; the groups' columns of `out` are the caller's alone.
+    #[target_feature(enable = "avx2,fma,avx512f,avx512dq,avx512vl,avx512vnni")]
+    pub(super) unsafe fn pair_vnni512<const MR: usize>(
+        w: &Q4Matrix,
+        q: &Q8Rows,
+        g: usize,
+        m0: usize,
+        out: &Columns,
+    ) {
+        let kb = q.blocks;
+        let mut acc = [_mm512_setzero_ps(); MR];
+        // SAFETY: the indices stay inside the buffers by the caller's bounds.
+        unsafe {
+            for b in 0..kb {
+                let (lo, hi) = ((g * kb + b) * LANES, ((g + 1) * kb + b) * LANES);
+                let wl = w.weights.as_ptr().add(lo * QK).cast::<__m256i>();
+                let wh = w.weights.as_ptr().add(hi * QK).cast::<__m256i>();
+                let wv: [__m512i; 8] = std::array::from_fn(|t| {
+                    _mm512_inserti64x4::<1>(
+                        _mm512_castsi256_si512(_mm256_loadu_si256(wl.add(t))),
+                        _mm256_loadu_si256(wh.add(t)),
+                    )
+                });
+                let wd = _mm512_insertf32x8::<1>(
+                    _mm512_castps256_ps512(_mm256_loadu_ps(w.scales.as_ptr().add(lo))),
+                    _mm256_loadu_ps(w.scales.as_ptr().add(hi)),
+                );
+                for (i, acc) in acc.iter_mut().enumerate() {
+                    let at = (m0 + i) * kb + b;
+                    let a = q.values.as_ptr().add(at * QK).cast::<i32>();
+                    let word = |t: usize| _mm512_set1_epi32(a.add(t).read_unaligned());
+                    let mut s0 = _mm512_set1_epi32(*q.offsets.as_ptr().add(at));
+                    let mut s1 = _mm512_setzero_si512();
+                    s0 = _mm512_dpbusd_epi32(s0, wv[0], word(0));
+                    s1 = _mm512_dpbusd_epi32(s1, wv[1], word(1));
+                    s0 = _mm512_dpbusd_epi32(s0, wv[2], word(2));
+                    s1 = _mm512_dpbusd_epi32(s1, wv[3], word(3));
+                    s0 = _mm512_dpbusd_epi32(s0, wv[4], word(4));
+                    s1 = _mm512_dpbusd_epi32(s1, wv[5], word(5));
+                    s0 = _mm512_dpbusd_epi32(s0, wv[6], word(6));
+                    s1 = _mm512_dpbusd_epi32(s1, wv[7], word(7));
+                    let sums = _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1));
+                    let scale = _mm512_mul_ps(_mm512_set1_ps(*q.scales.as_ptr().add(at)), wd);
+                    *acc = _mm512_fmadd_ps(sums, scale, *acc);
+                }
+            }
+        }
+        let lanes = (w.rows - (g + 1) * LANES).min(LANES);
+        for (i, acc) in acc.iter().enumerate() {
+            let mut lane = [0f32; 2 * LANES];
+            // SAFETY: `lane` holds 16 floats; the caller's groups (contract above).
+            unsafe {
+                _mm512_storeu_ps(lane.as_mut_ptr(), *acc);
+                out.put(m0 + i, g * LANES, &lane[..LANES + lanes]);
+            }
+        }
+    }
+
     tile_kernel!(tile_avx2, "avx2,fma", dot_avx2);
     tile_kernel!(tile_vnni, "avx2,fma,avx512vnni,avx512vl", dot_vnni);
 }
@@ -674,7 +778,12 @@ mod tests {
         for (rows, cols, m) in [(7, 64, 1), (2, 32, 5), (384, 384, 18), (96, 1536, 9)] {
             let (w, x, bias) = random(rows, cols, m, (rows * cols + m) as u64);
             let want = reference(&w, &x, &bias);
-            for kernel in [Kernel::Portable, Kernel::Avx2, Kernel::Vnni] {
+            for kernel in [
+                Kernel::Portable,
+                Kernel::Avx2,
+                Kernel::Vnni,
+                Kernel::Vnni512,
+            ] {
                 if !kernel.available() {
                     eprintln!("{kernel:?} not available on this CPU");
                     continue;
@@ -703,7 +812,12 @@ mod tests {
             (100, 1536, 40, Activation::Gelu),
         ] {
             let (w, x, bias) = random(rows, cols, m, (rows + cols * m) as u64);
-            for kernel in [Kernel::Portable, Kernel::Avx2, Kernel::Vnni] {
+            for kernel in [
+                Kernel::Portable,
+                Kernel::Avx2,
+                Kernel::Vnni,
+                Kernel::Vnni512,
+            ] {
                 if !kernel.available() {
                     continue;
                 }
@@ -722,6 +836,39 @@ mod tests {
                     bits(&shared),
                     "{kernel:?} {rows}x{cols} m={m}"
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn the_512_bit_kernel_gives_the_256_bit_kernels_bits() {
+        if !Kernel::Vnni512.available() {
+            eprintln!("AVX-512 VNNI on 512-bit registers not available on this CPU");
+            return;
+        }
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        // Odd and even group counts, a partial last group, 1–4 rows past the 4-row tiles.
+        for (rows, cols, m) in [
+            (7, 64, 1),
+            (16, 32, 3),
+            (20, 64, 5),
+            (384, 384, 18),
+            (1536, 384, 17),
+            (100, 1536, 40),
+            (390, 384, 6),
+        ] {
+            let (w, x, bias) = random(rows, cols, m, (rows * 7 + cols + m) as u64);
+            for act in [Activation::Identity, Activation::Gelu] {
+                let want = matmul_with(Kernel::Vnni, &x, &w, &bias, act).unwrap();
+                let alone = matmul_with(Kernel::Vnni512, &x, &w, &bias, act).unwrap();
+                let shared =
+                    pool.install(|| matmul_with(Kernel::Vnni512, &x, &w, &bias, act).unwrap());
+                assert_eq!(bits(&alone), bits(&want), "{rows}x{cols} m={m} {act:?}");
+                assert_eq!(bits(&shared), bits(&want), "shared {rows}x{cols} m={m}");
             }
         }
     }
@@ -754,7 +901,7 @@ mod tests {
         x[40..72].fill(0.0);
         x[100] = 1e-30;
         let want = Q8Rows::quantize_with(Kernel::Portable, &x, 32 * 40);
-        for kernel in [Kernel::Avx2, Kernel::Vnni] {
+        for kernel in [Kernel::Avx2, Kernel::Vnni, Kernel::Vnni512] {
             if kernel.available() {
                 let got = Q8Rows::quantize_with(kernel, &x, 32 * 40);
                 assert_eq!(got.values, want.values, "{kernel:?}");
