@@ -412,28 +412,11 @@ fn groups(
         let per = if kernel == Kernel::Vnni512 { 2 } else { 1 };
         let unit = |u: usize| {
             let first = u * per;
-            let groups = first..(first + per).min(w.groups);
-            #[cfg(target_arch = "x86_64")]
-            if groups.len() == 2 && kernel == Kernel::Vnni512 && kernel.available() {
-                let mut m0 = 0;
-                while m0 < q.rows {
-                    let mr = (q.rows - m0).min(MR);
-                    // SAFETY: AVX-512 F, DQ, VL and VNNI were detected (`Kernel::available`);
-                    // groups `first, first + 1` and rows `m0..m0 + mr` lie inside `w` and `q`;
-                    // their columns are this call's alone (each pair is one unit).
-                    unsafe {
-                        if mr == MR {
-                            x86::pair_vnni512::<MR>(w, q, first, m0, &cols)
-                        } else {
-                            (m0..m0 + mr)
-                                .for_each(|i| x86::pair_vnni512::<1>(w, q, first, i, &cols))
-                        }
-                    }
-                    m0 += mr;
-                }
-                return;
+            if per == 2 && first + 1 < w.groups {
+                pair(w, q, first, &cols);
+            } else {
+                (first..(first + per).min(w.groups)).for_each(|g| group(kernel, w, q, g, &cols));
             }
-            groups.for_each(|g| group(kernel, w, q, g, &cols));
         };
         let units = w.groups.div_ceil(per);
         match share {
@@ -459,6 +442,32 @@ fn groups(
         }
         None => out.chunks_exact_mut(w.rows).for_each(finish),
     }
+}
+
+/// Groups `g` and `g + 1` (16 columns) of every row into `out`, with the 512-bit kernel
+/// ([`Kernel::Vnni512`], which `matmul_with` chose only where the CPU runs it).
+fn pair(w: &Q4Matrix, q: &Q8Rows, g: usize, out: &Columns) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let mut m0 = 0;
+        while m0 < q.rows {
+            let mr = (q.rows - m0).min(MR);
+            // SAFETY: AVX-512 F, DQ, VL and VNNI were detected (`Kernel::available`, checked
+            // by `matmul_with`); groups `g, g + 1` and rows `m0..m0 + mr` lie inside `w` and
+            // `q`; their columns are this call's alone (each pair is one unit of `groups`).
+            unsafe {
+                if mr == MR {
+                    x86::pair_vnni512::<MR>(w, q, g, m0, out)
+                } else {
+                    (m0..m0 + mr).for_each(|i| x86::pair_vnni512::<1>(w, q, g, i, out))
+                }
+            }
+            m0 += mr;
+        }
+    }
+    // Never chosen elsewhere (`Kernel::detect`); the portable kernel keeps it total.
+    #[cfg(not(target_arch = "x86_64"))]
+    (g..g + 2).for_each(|g| group(Kernel::Portable, w, q, g, out));
 }
 
 /// Group `g`'s 8 columns of every row into `out`.

@@ -58,11 +58,12 @@
 //! new ones; a release removes its whole batch in one pass over the working graph.
 //!
 //! Limits: the brute-force scan costs O(n·d) per query vector not remembered — about 1.5 ms
-//! for one and 3 ms for five at 100k × 384 on two cores here — and the matrix takes n·(d + 4) bytes (39 MB at 100k × 384); the adjacency about
-//! 280 bytes per note at 3 links per note (28 MB at 100k). From [`WorkingConfig::ann_from`]
-//! notes on (default 200k) the index is an HNSW graph instead (`ann.rs`): O(log n) per query
-//! vector, approximate (its candidates are still re-scored exactly), saved beside the store
-//! (`ann_file.rs`) so that opening a large character does not rebuild it.
+//! for one and 3 ms for five at 100k × 384 on two cores here — and the matrix takes
+//! n·(d + 4) bytes (39 MB at 100k × 384); the adjacency about 280 bytes per note at 3 links
+//! per note (28 MB at 100k). From [`WorkingConfig::ann_from`] notes on (default 200k) the
+//! index is an HNSW graph instead (`ann.rs`): O(log n) per query vector, approximate (its
+//! candidates are still re-scored exactly), saved beside the store (`ann_file.rs`) so that
+//! opening a large character does not rebuild it.
 //!
 //! Files: `index.rs` (the long-term vector index), `block_rows.rs` (its int8 rows in blocks
 //! for the integer dot-product instructions), `ann.rs` and `ann_file.rs` (its HNSW form
