@@ -621,44 +621,50 @@ mod x86 {
         _mm256_dpbusd_epi32(acc, w, a)
     }
 
-    /// One group block's 4 registers of packed weights as 8 registers of bytes (0..15):
-    /// steps 0–3 from the low nibbles, 4–7 from the high ones.
+    /// Unpacks 4 registers of packed weights into 8 registers of bytes (0..15): steps 0–3
+    /// from the low nibbles, 4–7 from the high ones, with the given width's intrinsics.
+    macro_rules! unpack_nibbles {
+        ($packed:expr, $set1_epi8:ident, $and:ident, $srli_epi32:ident) => {{
+            let low = $set1_epi8(0x0F);
+            let [p0, p1, p2, p3] = $packed;
+            // A shift of the 32-bit lanes: the bits a byte takes from its neighbour are masked.
+            let high = |p| $and($srli_epi32::<4>(p), low);
+            let low = |p| $and(p, low);
+            [
+                low(p0),
+                low(p1),
+                low(p2),
+                low(p3),
+                high(p0),
+                high(p1),
+                high(p2),
+                high(p3),
+            ]
+        }};
+    }
+
+    /// One group block's 4 registers of packed weights as 8 registers of bytes.
     #[inline]
     #[target_feature(enable = "avx2")]
     fn unpack(packed: [__m256i; 4]) -> [__m256i; 8] {
-        let low = _mm256_set1_epi8(0x0F);
-        let [p0, p1, p2, p3] = packed;
-        // A shift of the 32-bit lanes: the bits a byte takes from its neighbour are masked.
-        let high = |p| _mm256_and_si256(_mm256_srli_epi32::<4>(p), low);
-        [
-            _mm256_and_si256(p0, low),
-            _mm256_and_si256(p1, low),
-            _mm256_and_si256(p2, low),
-            _mm256_and_si256(p3, low),
-            high(p0),
-            high(p1),
-            high(p2),
-            high(p3),
-        ]
+        unpack_nibbles!(
+            packed,
+            _mm256_set1_epi8,
+            _mm256_and_si256,
+            _mm256_srli_epi32
+        )
     }
 
     /// [`unpack`] for two groups side by side in 512-bit registers.
     #[inline]
     #[target_feature(enable = "avx512f")]
     fn unpack512(packed: [__m512i; 4]) -> [__m512i; 8] {
-        let low = _mm512_set1_epi8(0x0F);
-        let [p0, p1, p2, p3] = packed;
-        let high = |p| _mm512_and_si512(_mm512_srli_epi32::<4>(p), low);
-        [
-            _mm512_and_si512(p0, low),
-            _mm512_and_si512(p1, low),
-            _mm512_and_si512(p2, low),
-            _mm512_and_si512(p3, low),
-            high(p0),
-            high(p1),
-            high(p2),
-            high(p3),
-        ]
+        unpack_nibbles!(
+            packed,
+            _mm512_set1_epi8,
+            _mm512_and_si512,
+            _mm512_srli_epi32
+        )
     }
 
     /// Declares a tile kernel over a 4-byte dot product.
