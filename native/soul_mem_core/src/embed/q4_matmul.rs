@@ -667,6 +667,42 @@ mod x86 {
         )
     }
 
+    /// Adds one activation row's block to `$acc`: the 8 dot products of its 32 bytes with the
+    /// unpacked weights `$wv`, from the block's offset, in two chains (so consecutive dot
+    /// products do not wait on each other), then one conversion, multiply by `d_a · $wd` and
+    /// FMA for every lane. The same steps on either register width, named by its first
+    /// token, so each lane computes the same bits on both.
+    macro_rules! row_block {
+        (256, $dot:ident, $($arg:expr),+) => {
+            row_block!(@ $dot, _mm256_set1_epi32, _mm256_setzero_si256, _mm256_add_epi32,
+                _mm256_cvtepi32_ps, _mm256_set1_ps, _mm256_mul_ps, _mm256_fmadd_ps, $($arg),+)
+        };
+        (512, $dot:ident, $($arg:expr),+) => {
+            row_block!(@ $dot, _mm512_set1_epi32, _mm512_setzero_si512, _mm512_add_epi32,
+                _mm512_cvtepi32_ps, _mm512_set1_ps, _mm512_mul_ps, _mm512_fmadd_ps, $($arg),+)
+        };
+        (@ $dot:ident, $set1_epi32:ident, $zero:ident, $add_epi32:ident, $cvt:ident,
+            $set1_ps:ident, $mul:ident, $fmadd:ident, $acc:expr, $wv:expr, $wd:expr, $q:expr,
+            $at:expr) => {{
+            let (q, at, wv) = ($q, $at, &$wv);
+            let a = q.values.as_ptr().add(at * QK).cast::<i32>();
+            let word = |t: usize| $set1_epi32(a.add(t).read_unaligned());
+            let mut s0 = $set1_epi32(*q.offsets.as_ptr().add(at));
+            let mut s1 = $zero();
+            s0 = $dot(s0, wv[0], word(0));
+            s1 = $dot(s1, wv[1], word(1));
+            s0 = $dot(s0, wv[2], word(2));
+            s1 = $dot(s1, wv[3], word(3));
+            s0 = $dot(s0, wv[4], word(4));
+            s1 = $dot(s1, wv[5], word(5));
+            s0 = $dot(s0, wv[6], word(6));
+            s1 = $dot(s1, wv[7], word(7));
+            let sums = $cvt($add_epi32(s0, s1));
+            let scale = $mul($set1_ps(*q.scales.as_ptr().add(at)), $wd);
+            *$acc = $fmadd(sums, scale, *$acc);
+        }};
+    }
+
     /// Declares a tile kernel over a 4-byte dot product.
     macro_rules! tile_kernel {
         ($name:ident, $features:literal, $dot:ident) => {
@@ -694,24 +730,7 @@ mod x86 {
                         let wv = unpack(std::array::from_fn(|t| _mm256_loadu_si256(wp.add(t))));
                         let wd = _mm256_loadu_ps(w.scales.as_ptr().add(base));
                         for (i, acc) in acc.iter_mut().enumerate() {
-                            let at = (m0 + i) * kb + b;
-                            let a = q.values.as_ptr().add(at * QK).cast::<i32>();
-                            let word = |t: usize| _mm256_set1_epi32(a.add(t).read_unaligned());
-                            // Two chains, so consecutive dot products do not wait on each other.
-                            let mut s0 = _mm256_set1_epi32(*q.offsets.as_ptr().add(at));
-                            let mut s1 = _mm256_setzero_si256();
-                            s0 = $dot(s0, wv[0], word(0));
-                            s1 = $dot(s1, wv[1], word(1));
-                            s0 = $dot(s0, wv[2], word(2));
-                            s1 = $dot(s1, wv[3], word(3));
-                            s0 = $dot(s0, wv[4], word(4));
-                            s1 = $dot(s1, wv[5], word(5));
-                            s0 = $dot(s0, wv[6], word(6));
-                            s1 = $dot(s1, wv[7], word(7));
-                            let sums = _mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1));
-                            let scale =
-                                _mm256_mul_ps(_mm256_set1_ps(*q.scales.as_ptr().add(at)), wd);
-                            *acc = _mm256_fmadd_ps(sums, scale, *acc);
+                            row_block!(256, $dot, acc, wv, wd, q, (m0 + i) * kb + b);
                         }
                     }
                 }
@@ -761,22 +780,7 @@ mod x86 {
                     _mm256_loadu_ps(w.scales.as_ptr().add(hi)),
                 );
                 for (i, acc) in acc.iter_mut().enumerate() {
-                    let at = (m0 + i) * kb + b;
-                    let a = q.values.as_ptr().add(at * QK).cast::<i32>();
-                    let word = |t: usize| _mm512_set1_epi32(a.add(t).read_unaligned());
-                    let mut s0 = _mm512_set1_epi32(*q.offsets.as_ptr().add(at));
-                    let mut s1 = _mm512_setzero_si512();
-                    s0 = _mm512_dpbusd_epi32(s0, wv[0], word(0));
-                    s1 = _mm512_dpbusd_epi32(s1, wv[1], word(1));
-                    s0 = _mm512_dpbusd_epi32(s0, wv[2], word(2));
-                    s1 = _mm512_dpbusd_epi32(s1, wv[3], word(3));
-                    s0 = _mm512_dpbusd_epi32(s0, wv[4], word(4));
-                    s1 = _mm512_dpbusd_epi32(s1, wv[5], word(5));
-                    s0 = _mm512_dpbusd_epi32(s0, wv[6], word(6));
-                    s1 = _mm512_dpbusd_epi32(s1, wv[7], word(7));
-                    let sums = _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1));
-                    let scale = _mm512_mul_ps(_mm512_set1_ps(*q.scales.as_ptr().add(at)), wd);
-                    *acc = _mm512_fmadd_ps(sums, scale, *acc);
+                    row_block!(512, _mm512_dpbusd_epi32, acc, wv, wd, q, (m0 + i) * kb + b);
                 }
             }
         }
